@@ -1,0 +1,106 @@
+"""The trainer -> sidecar channel: versioned JSON-lines records in a shared directory.
+
+The trainer appends one JSON object per line to ``<STATS_DIR>/steps.jsonl``;
+the sidecar tails it. A record is a StepRecord; unknown keys are ignored so a
+newer trainer may add fields without breaking an older sidecar. A record whose
+``v`` is a higher major version than SCHEMA_VERSION, or that does not parse,
+is counted as malformed and skipped, never fatal.
+
+Requests flow the other way through ``<STATS_DIR>/requests/``: the sidecar (or
+a user with kubectl exec/cp) drops a ``profile-<id>.json`` file holding
+``{"v": 1, "steps": N}``; the trainer picks it up, captures N steps with
+torch.profiler into ``<STATS_DIR>/profiles/<id>/`` and removes the request.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+SCHEMA_VERSION = 1
+STEPS_FILE = "steps.jsonl"
+REQUESTS_DIR = "requests"
+PROFILES_DIR = "profiles"
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One optimizer step as the trainer reports it."""
+
+    step: int
+    """Optimizer steps completed so far (global, resumes from checkpoints)."""
+    step_seconds: float
+    """Wall seconds of this step, including gradient accumulation."""
+    tokens: int = 0
+    """Tokens processed in this step, summed over all ranks (0 if not a token model)."""
+    samples: int = 0
+    """Samples processed in this step, summed over all ranks."""
+    loss: float = math.nan
+    compile_seconds: float = 0.0
+    """Seconds spent compiling so far in this process (first step(s) mostly)."""
+    cache_hit: bool = False
+    """Whether the compile cache was found and loaded at start."""
+    graph_breaks: int = 0
+    recompiles: int = 0
+    mfu: float = math.nan
+    """Model FLOPs utilization estimate, NaN when FLOPs per token are unknown."""
+    rank: int = 0
+    world_size: int = 1
+    time: float = 0.0
+    """Unix time at the end of the step."""
+    v: int = SCHEMA_VERSION
+
+
+class MalformedRecord(ValueError):
+    """A channel line that is not a valid StepRecord."""
+
+
+_FIELDS = {f.name: f for f in fields(StepRecord)}
+
+
+def encode(record: StepRecord) -> str:
+    """One JSON line (NaN written as null)."""
+    data = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(record).items()}
+    return json.dumps(data, separators=(",", ":")) + "\n"
+
+
+def decode(line: str) -> StepRecord:
+    """Parse one line; raise MalformedRecord with the reason on any problem."""
+    try:
+        raw: Any = json.loads(line)
+    except ValueError as e:
+        raise MalformedRecord(f"not JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise MalformedRecord("not a JSON object")
+    version = raw.get("v", SCHEMA_VERSION)
+    if not isinstance(version, int) or version < 1 or version > SCHEMA_VERSION:
+        raise MalformedRecord(f"unsupported schema version {version!r}")
+    kwargs: dict[str, Any] = {}
+    for name, f in _FIELDS.items():
+        if name not in raw:
+            continue
+        value = raw[name]
+        typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
+        try:
+            if typ == "int":
+                if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+                    raise TypeError
+                kwargs[name] = int(value)
+            elif typ == "float":
+                kwargs[name] = math.nan if value is None else float(value)
+                if isinstance(value, bool):
+                    raise TypeError
+            elif typ == "bool":
+                if not isinstance(value, bool):
+                    raise TypeError
+                kwargs[name] = value
+        except (TypeError, ValueError):
+            raise MalformedRecord(f"field {name!r} has a bad value {value!r}") from None
+    for required in ("step", "step_seconds"):
+        if required not in kwargs:
+            raise MalformedRecord(f"missing field {required!r}")
+    if kwargs["step"] < 0 or not kwargs["step_seconds"] >= 0:
+        raise MalformedRecord("step and step_seconds must be >= 0")
+    return StepRecord(**kwargs)

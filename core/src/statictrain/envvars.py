@@ -1,0 +1,47 @@
+"""Environment variables of worker pods: the contract operator -> trainer and sidecar.
+
+The operator sets them; the trainer and the sidecar read them. One place, so
+the names cannot drift apart.
+"""
+
+from __future__ import annotations
+
+# Identity (downward API / operator)
+JOB_NAME = "STATICTRAIN_JOB"
+JOB_NAMESPACE = "STATICTRAIN_NAMESPACE"
+COMMIT = "STATICTRAIN_COMMIT"
+TEAM = "STATICTRAIN_TEAM"
+POD_NAME = "STATICTRAIN_POD"
+POD_UID = "STATICTRAIN_POD_UID"
+NODE_NAME = "STATICTRAIN_NODE"
+
+# Trainer settings
+ENTRYPOINT = "STATICTRAIN_ENTRYPOINT"  # module:function
+COMPILE_MODE = "STATICTRAIN_COMPILE_MODE"  # none | default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs
+COMPILE_FULLGRAPH = "STATICTRAIN_COMPILE_FULLGRAPH"  # "true" | "false"
+COMPILE_DYNAMIC = "STATICTRAIN_COMPILE_DYNAMIC"  # "true" | "false"
+COMPILE_CACHE = "STATICTRAIN_COMPILE_CACHE"  # "true" | "false"
+COMPILE_CACHE_DIR = "STATICTRAIN_COMPILE_CACHE_DIR"
+PRECISION = "STATICTRAIN_PRECISION"  # fp32 | bf16 | fp16
+BUCKET_CAP_MB = "STATICTRAIN_BUCKET_CAP_MB"
+GRAD_ACCUM_STEPS = "STATICTRAIN_GRAD_ACCUM_STEPS"
+MAX_STEPS = "STATICTRAIN_MAX_STEPS"
+MAX_TOKENS = "STATICTRAIN_MAX_TOKENS"
+CHECKPOINT_DIR = "STATICTRAIN_CHECKPOINT_DIR"
+CHECKPOINT_EVERY = "STATICTRAIN_CHECKPOINT_EVERY"
+CHECKPOINT_KEEP = "STATICTRAIN_CHECKPOINT_KEEP"
+AUTOTUNE = "STATICTRAIN_AUTOTUNE"  # "off" | "on"
+AUTOTUNE_BUDGET_S = "STATICTRAIN_AUTOTUNE_BUDGET_S"
+
+# trainer -> sidecar channel (a directory on a shared emptyDir)
+STATS_DIR = "STATICTRAIN_STATS_DIR"
+
+# Sidecar
+METRICS_PORT = "STATICTRAIN_METRICS_PORT"
+SAMPLE_INTERVAL_S = "STATICTRAIN_SAMPLE_INTERVAL_S"
+
+# torchrun (set by the operator, read by torchrun and torch.distributed)
+MASTER_ADDR = "MASTER_ADDR"
+MASTER_PORT = "MASTER_PORT"
+WORLD_SIZE = "WORLD_SIZE"
+NODE_RANK = "NODE_RANK"

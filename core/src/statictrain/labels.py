@@ -1,0 +1,46 @@
+"""Label and annotation keys shared by the operator, extender, sidecar and reports.
+
+Every child object of a StaticTrainingJob carries JOB, NAMESPACE, COMMIT and TEAM;
+metrics carry the same values under the Prometheus label names in METRIC_LABELS.
+"""
+
+from __future__ import annotations
+
+GROUP = "statictrain.io"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "StaticTrainingJob"
+PLURAL = "statictrainingjobs"
+
+# Labels on the StaticTrainingJob (set by users) and on every child (set by the operator).
+JOB = f"{GROUP}/job"
+NAMESPACE = f"{GROUP}/namespace"
+COMMIT = f"{GROUP}/commit"
+TEAM = f"{GROUP}/team"
+ROLE = f"{GROUP}/role"  # "worker" on worker pods
+MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY_VALUE = "statictrain"
+
+# Node labels that real clusters carry (read by the annotator and the extender).
+INSTANCE_TYPE = "node.kubernetes.io/instance-type"
+REGION = "topology.kubernetes.io/region"
+ZONE = "topology.kubernetes.io/zone"
+GPU_PRODUCT = "nvidia.com/gpu.product"
+GPU_COUNT = "nvidia.com/gpu.count"
+CAPACITY_TYPE = "karpenter.sh/capacity-type"  # spot | on-demand
+GPU_RESOURCE = "nvidia.com/gpu"
+
+# Node annotations written by the price annotator.
+HOURLY_COST = f"{GROUP}/hourly-cost-usd"
+GPU_HOURLY_COST = f"{GROUP}/gpu-hourly-cost-usd"
+PRICE_CAPACITY_TYPE = f"{GROUP}/capacity-type"
+PRICE_SOURCE = f"{GROUP}/price-source"  # catalog | custom | live:<provider> | fallback
+PRICE_UPDATED = f"{GROUP}/price-updated"
+
+# Pod annotation read by the local cluster's kwok stages: seconds until the pod
+# completes, and the phase it completes with (Succeeded or Failed).
+KWOK_COMPLETE_AFTER = f"{GROUP}/kwok-complete-after"
+KWOK_COMPLETE_PHASE = f"{GROUP}/kwok-complete-phase"
+
+# Prometheus label names carried by every statictrain metric about a job.
+METRIC_LABELS = ("job_name", "namespace", "commit", "team")

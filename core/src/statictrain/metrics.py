@@ -1,0 +1,65 @@
+"""Every Prometheus metric name statictrain exports: the contract with the
+operator, the anomaly detector, reports and dashboards. Documented in README.md
+(section "Metrics"); a test checks the two agree.
+
+Labels on every per-pod metric: job_name, namespace, commit, team, pod, pod_uid.
+GPU metrics add gpu (index), gpu_uuid and gpu_model.
+"""
+
+from __future__ import annotations
+
+PREFIX = "statictrain_"
+
+# --- sidecar: identity and health
+SIDECAR_INFO = "statictrain_sidecar_info"
+GPU_AVAILABLE = "statictrain_gpu_available"  # 1 when NVML works, 0 otherwise (with a reason label)
+CHANNEL_MALFORMED_TOTAL = "statictrain_channel_malformed_records_total"
+
+# --- sidecar: GPU (NVML)
+GPU_UTILIZATION_RATIO = "statictrain_gpu_utilization_ratio"
+GPU_MEMORY_UTILIZATION_RATIO = "statictrain_gpu_memory_utilization_ratio"
+GPU_MEMORY_USED_BYTES = "statictrain_gpu_memory_used_bytes"
+GPU_MEMORY_TOTAL_BYTES = "statictrain_gpu_memory_total_bytes"
+GPU_POWER_WATTS = "statictrain_gpu_power_watts"
+GPU_ENERGY_JOULES_TOTAL = "statictrain_gpu_energy_joules_total"
+GPU_TEMPERATURE_CELSIUS = "statictrain_gpu_temperature_celsius"
+GPU_SM_CLOCK_HERTZ = "statictrain_gpu_sm_clock_hertz"
+GPU_PCIE_TX_BYTES_PER_SECOND = "statictrain_gpu_pcie_tx_bytes_per_second"
+GPU_PCIE_RX_BYTES_PER_SECOND = "statictrain_gpu_pcie_rx_bytes_per_second"
+GPU_NVLINK_BYTES_TOTAL = "statictrain_gpu_nvlink_bytes_total"
+GPU_XID_ERRORS_TOTAL = "statictrain_gpu_xid_errors_total"
+GPU_ECC_ERRORS_TOTAL = "statictrain_gpu_ecc_errors_total"
+
+# --- sidecar: training (from the trainer channel)
+TRAIN_STEP = "statictrain_train_step"
+TRAIN_STEPS_TOTAL = "statictrain_train_steps_total"
+TRAIN_STEP_SECONDS = "statictrain_train_step_seconds"  # histogram
+TRAIN_TOKENS_TOTAL = "statictrain_train_tokens_total"
+TRAIN_SAMPLES_TOTAL = "statictrain_train_samples_total"
+TRAIN_TOKENS_PER_SECOND = "statictrain_train_tokens_per_second"
+TRAIN_LOSS = "statictrain_train_loss"
+TRAIN_COMPILE_SECONDS = "statictrain_train_compile_seconds"
+TRAIN_COMPILE_CACHE_HIT = "statictrain_train_compile_cache_hit"
+TRAIN_GRAPH_BREAKS = "statictrain_train_graph_breaks"
+TRAIN_RECOMPILES = "statictrain_train_recompiles"
+TRAIN_MFU_RATIO = "statictrain_train_mfu_ratio"
+TRAIN_SECONDS_SINCE_LAST_STEP = "statictrain_train_seconds_since_last_step"
+
+# --- operator: cost (labels job_name, namespace, commit, team)
+JOB_COST_USD_TOTAL = "statictrain_job_cost_usd_total"
+JOB_IDLE_COST_USD_TOTAL = "statictrain_job_idle_cost_usd_total"
+JOB_GPU_SECONDS_TOTAL = "statictrain_job_gpu_seconds_total"
+JOB_USD_PER_1M_TOKENS = "statictrain_job_usd_per_1m_tokens"
+JOB_BUDGET_USD = "statictrain_job_budget_usd"
+NODE_HOURLY_COST_USD = "statictrain_node_hourly_cost_usd"
+
+# --- operator: anomaly and remediation
+ANOMALY_SCORE = "statictrain_anomaly_score"
+ANOMALIES_TOTAL = "statictrain_anomalies_total"
+REMEDIATIONS_TOTAL = "statictrain_remediations_total"
+
+# --- extender
+EXTENDER_REQUESTS_TOTAL = "statictrain_extender_requests_total"
+EXTENDER_REQUEST_SECONDS = "statictrain_extender_request_seconds"
+EXTENDER_NODES_CACHED = "statictrain_extender_nodes_cached"
+EXTENDER_UP = "statictrain_extender_up"  # set by the operator's probe of the extender
