@@ -1,0 +1,245 @@
+"""Python types of the StaticTrainingJob API (statictrain.io/v1alpha1).
+
+The CRD in ``crds/statictrain.io_statictrainingjobs.yaml`` is the source of
+truth; these TypedDicts mirror it field for field (a unit test walks both and
+fails on any difference). Bodies are ``TypedDict(total=False)`` because the API
+server may omit any optional field; defaults live in the CRD and in
+``DEFAULTS`` below for code that reads a body the server has not defaulted.
+
+Money is a decimal string (``Money``), never a float.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, TypedDict
+
+Money = str
+"""A non-negative decimal string of US dollars, e.g. "1500" or "0.000123"."""
+Timestamp = str
+"""RFC 3339 UTC time, e.g. "2026-01-02T03:04:05Z"."""
+
+CompileMode = Literal["none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+Precision = Literal["fp32", "bf16", "fp16"]
+OnOff = Literal["Off", "On"]
+BudgetAction = Literal["Suspend", "Notify"]
+CapacityType = Literal["spot", "on-demand"]
+RemediationMode = Literal["Auto", "Recommend", "Off"]
+Phase = Literal["Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+ConditionStatus = Literal["True", "False", "Unknown"]
+Severity = Literal["Info", "Warning", "Critical"]
+TolerationOperator = Literal["Exists", "Equal"]
+TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+PHASES: Final[tuple[Phase, ...]] = (
+    "Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed",
+)
+CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
+    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed",
+)
+FINISHED_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
+MAX_ANOMALIES: Final = 20
+"""status.anomalies keeps at most this many entries (the CRD's maxItems)."""
+MAX_NAME_LENGTH: Final = 40
+
+# Pod annotations the operator writes for the scheduler extender.
+GPU_MODELS_ANNOTATION: Final = "statictrain.io/gpu-models"
+"""Comma-separated spec.resources.gpuModels, in order of preference."""
+MAX_HOURLY_USD_ANNOTATION: Final = "statictrain.io/max-hourly-usd"
+"""spec.placement.maxHourlyUSD, when set."""
+TEMPLATE_HASH_ANNOTATION: Final = "statictrain.io/template-hash"
+"""On the worker Job: hash of the pod template it was built from."""
+
+
+# ----------------------------------------------------------------------------- spec
+
+
+class Elastic(TypedDict, total=False):
+    minReplicas: int
+    maxReplicas: int
+    maxRestarts: int
+
+
+class Resources(TypedDict, total=False):
+    gpusPerReplica: int
+    gpuModels: list[str]
+    cpu: str
+    memory: str
+
+
+class Compile(TypedDict, total=False):
+    mode: CompileMode
+    fullgraph: bool
+    dynamic: bool
+    cache: bool
+    autotune: OnOff
+    autotuneBudgetSeconds: int
+
+
+class Distributed(TypedDict, total=False):
+    bucketCapMB: int
+    gradientAccumulationSteps: int
+    masterPort: int
+
+
+class Training(TypedDict, total=False):
+    maxSteps: int
+    maxTokens: int
+
+
+class Checkpoint(TypedDict, total=False):
+    everySteps: int
+    path: str
+    keep: int
+    persistentVolumeClaim: str
+
+
+class Budget(TypedDict, total=False):
+    limitUSD: Money
+    onExceeded: BudgetAction
+
+
+class Toleration(TypedDict, total=False):
+    key: str
+    operator: TolerationOperator
+    value: str
+    effect: TaintEffect
+    tolerationSeconds: int
+
+
+class Placement(TypedDict, total=False):
+    capacityTypes: list[CapacityType]
+    maxHourlyUSD: Money
+    nodeSelector: dict[str, str]
+    tolerations: list[Toleration]
+
+
+class Remediation(TypedDict, total=False):
+    mode: RemediationMode
+
+
+class RunPolicy(TypedDict, total=False):
+    backoffLimit: int
+    activeDeadlineSeconds: int
+    ttlSecondsAfterFinished: int
+
+
+class EnvVar(TypedDict, total=False):
+    name: str
+    value: str
+
+
+class Spec(TypedDict, total=False):
+    image: str
+    entrypoint: str
+    replicas: int
+    elastic: Elastic
+    resources: Resources
+    compile: Compile
+    precision: Precision
+    distributed: Distributed
+    training: Training
+    checkpoint: Checkpoint
+    budget: Budget
+    placement: Placement
+    remediation: Remediation
+    runPolicy: RunPolicy
+    suspend: bool
+    env: list[EnvVar]
+
+
+# ----------------------------------------------------------------------------- status
+
+
+class Workers(TypedDict, total=False):
+    job: str
+    service: str
+
+
+class Condition(TypedDict, total=False):
+    type: ConditionType
+    status: ConditionStatus
+    reason: str
+    message: str
+    observedGeneration: int
+    lastTransitionTime: Timestamp
+
+
+class Progress(TypedDict, total=False):
+    step: int
+    totalSteps: int
+    tokensPerSecond: int
+    stepSeconds: str
+    etaSeconds: int
+    updated: Timestamp
+
+
+class CompileStatus(TypedDict, total=False):
+    seconds: str
+    cacheHit: bool
+    graphBreaks: int
+    recompiles: int
+
+
+class Cost(TypedDict, total=False):
+    usd: Money
+    gpuHours: str
+    idleUSD: Money
+    compileUSD: Money
+    lostWorkUSD: Money
+    usdPerStep: Money
+    usdPer1MTokens: Money
+    projectedUSD: Money
+    updated: Timestamp
+
+
+class Anomaly(TypedDict, total=False):
+    time: Timestamp
+    metric: str
+    severity: Severity
+    score: str
+    message: str
+    action: str
+
+
+class RemediationStatus(TypedDict, total=False):
+    lastActionTime: Timestamp
+    lastAction: str
+    lastReason: str
+
+
+class Status(TypedDict, total=False):
+    phase: Phase
+    observedGeneration: int
+    replicas: int
+    readyReplicas: int
+    selector: str
+    restarts: int
+    startTime: Timestamp
+    completionTime: Timestamp
+    workers: Workers
+    conditions: list[Condition]
+    progress: Progress
+    compile: CompileStatus
+    cost: Cost
+    anomalies: list[Anomaly]
+    remediation: RemediationStatus
+
+
+# ----------------------------------------------------------------------------- defaults
+
+DEFAULTS: Final[Spec] = {
+    "replicas": 1,
+    "resources": {"gpusPerReplica": 1},
+    "compile": {
+        "mode": "default", "fullgraph": False, "dynamic": False, "cache": True,
+        "autotune": "Off", "autotuneBudgetSeconds": 600,
+    },
+    "precision": "bf16",
+    "distributed": {"bucketCapMB": 25, "gradientAccumulationSteps": 1, "masterPort": 29500},
+    "checkpoint": {"everySteps": 500, "path": "/ckpt", "keep": 3},
+    "remediation": {"mode": "Recommend"},
+    "runPolicy": {"backoffLimit": 3},
+    "suspend": False,
+}
+"""The CRD's defaults, for bodies that did not pass through the API server."""
