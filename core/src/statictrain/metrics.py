@@ -14,6 +14,7 @@ PREFIX = "statictrain_"
 SIDECAR_INFO = "statictrain_sidecar_info"
 GPU_AVAILABLE = "statictrain_gpu_available"  # 1 when NVML works, 0 otherwise (with a reason label)
 CHANNEL_MALFORMED_TOTAL = "statictrain_channel_malformed_records_total"
+PROFILE_REQUESTS_TOTAL = "statictrain_profile_requests_total"  # label outcome
 
 # --- sidecar: GPU (NVML)
 GPU_UTILIZATION_RATIO = "statictrain_gpu_utilization_ratio"
@@ -24,11 +25,12 @@ GPU_POWER_WATTS = "statictrain_gpu_power_watts"
 GPU_ENERGY_JOULES_TOTAL = "statictrain_gpu_energy_joules_total"
 GPU_TEMPERATURE_CELSIUS = "statictrain_gpu_temperature_celsius"
 GPU_SM_CLOCK_HERTZ = "statictrain_gpu_sm_clock_hertz"
-GPU_PCIE_TX_BYTES_PER_SECOND = "statictrain_gpu_pcie_tx_bytes_per_second"
-GPU_PCIE_RX_BYTES_PER_SECOND = "statictrain_gpu_pcie_rx_bytes_per_second"
-GPU_NVLINK_BYTES_TOTAL = "statictrain_gpu_nvlink_bytes_total"
+GPU_PCIE_BYTES_TOTAL = "statictrain_gpu_pcie_bytes_total"  # label direction: tx | rx
+GPU_NVLINK_BYTES_TOTAL = "statictrain_gpu_nvlink_bytes_total"  # label direction: tx | rx
 GPU_XID_ERRORS_TOTAL = "statictrain_gpu_xid_errors_total"
-GPU_ECC_ERRORS_TOTAL = "statictrain_gpu_ecc_errors_total"
+GPU_ECC_ERRORS_TOTAL = "statictrain_gpu_ecc_errors_total"  # label type: corrected | uncorrected
+GPU_BUSY_SECONDS_TOTAL = "statictrain_gpu_busy_seconds_total"  # utilization integrated over time
+GPU_QUERY_ERRORS_TOTAL = "statictrain_gpu_query_errors_total"  # label query
 
 # --- sidecar: training (from the trainer channel)
 TRAIN_STEP = "statictrain_train_step"
