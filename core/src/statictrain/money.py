@@ -1,0 +1,56 @@
+"""Money as Decimal in Python and as decimal strings in the Kubernetes API.
+
+Floats never hold dollars here: prices are parsed from strings into Decimal,
+arithmetic stays in Decimal, and values leave as plain decimal strings
+(``"12.345678"``), the form the CRD's cost fields and node annotations use.
+"""
+
+from __future__ import annotations
+
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
+
+__all__ = ["MICRO", "ZERO", "format_usd", "parse_usd", "to_decimal"]
+
+ZERO = Decimal(0)
+MICRO = Decimal("0.000001")
+"""Default quantum of money strings: one micro-dollar."""
+
+
+def parse_usd(text: str, *, what: str = "amount", allow_zero: bool = True) -> Decimal:
+    """Parse a non-negative decimal string such as ``"1500"`` or ``"98.32"``.
+
+    Raises ValueError naming ``what`` and saying how to write it on bad input.
+    """
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be a decimal string such as \"12.50\", got {type(text).__name__}")
+    stripped = text.strip()
+    try:
+        value = Decimal(stripped)
+    except InvalidOperation:
+        raise ValueError(f"{what} {text!r} is not a decimal number; write it like \"12.50\"") from None
+    if not value.is_finite():
+        raise ValueError(f"{what} {text!r} must be a finite decimal number such as \"12.50\"")
+    if value < 0:
+        raise ValueError(f"{what} {text!r} must not be negative")
+    if not allow_zero and value == 0:
+        raise ValueError(f"{what} must be greater than zero, got {text!r}")
+    return value
+
+
+def to_decimal(value: float | int | Decimal) -> Decimal:
+    """Convert a measured quantity (seconds, ratios) to Decimal exactly as printed by repr."""
+    if isinstance(value, Decimal):
+        return value
+    if isinstance(value, bool):
+        raise TypeError("bool is not a quantity")
+    return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+
+
+def format_usd(value: Decimal, *, quantum: Decimal = MICRO) -> str:
+    """A plain decimal string rounded half-even to ``quantum`` (no exponent, no sign for zero)."""
+    with localcontext() as ctx:
+        ctx.prec = 40
+        q = value.quantize(quantum, rounding=ROUND_HALF_EVEN)
+    if q == 0:
+        q = abs(q)
+    return f"{q:f}"

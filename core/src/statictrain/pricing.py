@@ -1,0 +1,337 @@
+"""Node prices: the shipped catalog, custom prices, live quotes and flagged fallbacks.
+
+Resolution order for one node (first match wins):
+
+1. custom prices (a CSV in a ConfigMap, in the spirit of OpenCost's custom
+   pricing CSV): exact instance type, region ``*`` and capacity type ``*`` allowed;
+2. live quotes from a configured cloud pricing API (``live:<provider>``),
+   flagged stale when older than the allowed age;
+3. the shipped catalog (``core/src/statictrain/data/prices.csv``, built by
+   ``tools/build_price_catalog.py`` from SkyPilot catalog snapshots);
+4. a fallback, flagged as such and never zero: the same instance type in other
+   regions, else the median per-GPU catalog price of the node's GPU model, else
+   a configured default per-GPU price.
+
+Everything here is pure: the catalog text, custom CSV and live quotes are
+passed in; :func:`shipped_catalog_text` is the only reader of package data.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+from importlib import resources
+from typing import Literal
+
+from statictrain.money import parse_usd
+
+__all__ = [
+    "ON_DEMAND",
+    "SPOT",
+    "Catalog",
+    "CatalogEntry",
+    "CustomPrice",
+    "FallbackPolicy",
+    "LiveQuotes",
+    "NodeFacts",
+    "NodePrice",
+    "gpu_model_from_product",
+    "parse_catalog",
+    "parse_custom_prices",
+    "price_node",
+    "shipped_catalog_text",
+]
+
+CapacityType = Literal["spot", "on-demand"]
+SPOT: CapacityType = "spot"
+ON_DEMAND: CapacityType = "on-demand"
+
+# (substring tests in order) -> normalised model as used in the catalog
+_GPU_MODELS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("H200",), "H200-141GB"),
+    (("H100", "NVL"), "H100-NVL-94GB"),
+    (("H100",), "H100-80GB"),
+    (("A100", "80GB"), "A100-80GB"),
+    (("A100",), "A100-40GB"),
+    (("L40S",), "L40S-48GB"),
+    (("A10G",), "A10G-24GB"),
+    (("L4",), "L4-24GB"),
+    (("V100", "32GB"), "V100-32GB"),
+    (("V100",), "V100-16GB"),
+    (("T4",), "T4-16GB"),
+)
+
+
+def gpu_model_from_product(product: str) -> str | None:
+    """Map an ``nvidia.com/gpu.product`` label (``NVIDIA-H100-80GB-HBM3``) to a catalog model."""
+    upper = product.upper().replace("_", "-")
+    tokens = set(upper.split("-"))
+    for needles, model in _GPU_MODELS:
+        if all(n in upper for n in needles) and (needles[0] != "L4" or "L4" in tokens):
+            return model
+    return None
+
+
+def capacity_type(value: str | None) -> CapacityType:
+    """Normalise a capacity-type label; unknown or missing means on-demand."""
+    v = (value or "").strip().lower()
+    return SPOT if v in ("spot", "preemptible", "preemptable", "lowpriority") else ON_DEMAND
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    cloud: str
+    instance_type: str
+    region: str
+    gpu_model: str
+    gpu_count: int
+    on_demand: Decimal | None
+    """On-demand USD per instance-hour; None when the source has no price."""
+    spot: Decimal | None
+    flagged: bool
+    """True when the source marks the row as a suspected data error."""
+    source: str
+
+    def price(self, cap: CapacityType) -> Decimal | None:
+        return self.spot if cap == SPOT else self.on_demand
+
+
+@dataclass(frozen=True)
+class Catalog:
+    entries: tuple[CatalogEntry, ...]
+    as_of: str
+    """Snapshot description of the prices (e.g. ``2025-H1``)."""
+    _index: Mapping[tuple[str, str], CatalogEntry] = field(default_factory=dict, compare=False, repr=False)
+
+    def get(self, instance_type: str, region: str) -> CatalogEntry | None:
+        return self._index.get((instance_type, region))
+
+    def regions_of(self, instance_type: str) -> list[CatalogEntry]:
+        return [e for e in self.entries if e.instance_type == instance_type]
+
+    def gpu_prices(self, gpu_model: str, cap: CapacityType) -> list[Decimal]:
+        """Per-GPU hourly prices of every unflagged catalog row with this GPU model."""
+        out: list[Decimal] = []
+        for e in self.entries:
+            p = e.price(cap)
+            if e.gpu_model == gpu_model and p is not None and not e.flagged:
+                out.append(p / e.gpu_count)
+        return out
+
+
+def _opt_price(text: str, what: str) -> Decimal | None:
+    return parse_usd(text, what=what, allow_zero=False) if text.strip() else None
+
+
+def parse_catalog(text: str, *, as_of: str = "2025-H1") -> Catalog:
+    """Parse the shipped catalog CSV (columns as written by tools/build_price_catalog.py)."""
+    reader = csv.DictReader(io.StringIO(text))
+    entries: list[CatalogEntry] = []
+    for n, row in enumerate(reader, start=2):
+        try:
+            entries.append(
+                CatalogEntry(
+                    cloud=row["cloud"],
+                    instance_type=row["instance_type"],
+                    region=row["region"],
+                    gpu_model=row["gpu_model"],
+                    gpu_count=int(row["gpu_count"]),
+                    on_demand=_opt_price(row["on_demand_usd_per_hour"], "on_demand_usd_per_hour"),
+                    spot=_opt_price(row["spot_usd_per_hour"], "spot_usd_per_hour"),
+                    flagged=row["flagged"] == "1",
+                    source=row["source"],
+                )
+            )
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"price catalog line {n}: {e}") from None
+    index = {(e.instance_type, e.region): e for e in entries}
+    return Catalog(entries=tuple(entries), as_of=as_of, _index=index)
+
+
+def shipped_catalog_text() -> str:
+    """The catalog CSV shipped inside the package."""
+    return resources.files("statictrain").joinpath("data/prices.csv").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class CustomPrice:
+    instance_type: str
+    region: str
+    """Region or ``*``."""
+    capacity_type: str
+    """``spot``, ``on-demand`` or ``*``."""
+    hourly_usd: Decimal
+    gpu_count: int | None
+    """GPUs on the instance; None means use the node's capacity."""
+
+
+CUSTOM_COLUMNS = ("instance_type", "region", "capacity_type", "hourly_usd")
+
+
+def parse_custom_prices(text: str) -> list[CustomPrice]:
+    """Parse custom prices: CSV with columns instance_type,region,capacity_type,hourly_usd[,gpu_count].
+
+    Lines starting with ``#`` are comments. Errors name the line and the fix.
+    """
+    lines = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines:
+        return []
+    reader = csv.DictReader(io.StringIO("\n".join(lines)))
+    missing = [c for c in CUSTOM_COLUMNS if c not in (reader.fieldnames or [])]
+    if missing:
+        raise ValueError(
+            f"custom prices CSV lacks column(s) {', '.join(missing)}; the header must be "
+            "instance_type,region,capacity_type,hourly_usd[,gpu_count]"
+        )
+    out: list[CustomPrice] = []
+    for n, row in enumerate(reader, start=2):
+        where = f"custom prices row {n}"
+        it = (row["instance_type"] or "").strip()
+        if not it:
+            raise ValueError(f"{where}: instance_type is empty")
+        cap = (row["capacity_type"] or "").strip() or "*"
+        if cap not in ("spot", "on-demand", "*"):
+            raise ValueError(f"{where}: capacity_type {cap!r} must be spot, on-demand or *")
+        hourly = parse_usd(row["hourly_usd"] or "", what=f"{where}: hourly_usd", allow_zero=False)
+        count_text = (row.get("gpu_count") or "").strip()
+        count: int | None = None
+        if count_text:
+            if not count_text.isdigit() or int(count_text) == 0:
+                raise ValueError(f"{where}: gpu_count {count_text!r} must be a positive integer")
+            count = int(count_text)
+        out.append(CustomPrice(it, (row["region"] or "").strip() or "*", cap, hourly, count))
+    return out
+
+
+@dataclass(frozen=True)
+class LiveQuotes:
+    """Prices fetched from one cloud pricing API (or its on-disk copy)."""
+
+    provider: str
+    fetched_at: datetime
+    prices: Mapping[tuple[str, str, str], Decimal]
+    """(instance_type, region, capacity_type) -> USD per instance-hour."""
+
+
+@dataclass(frozen=True)
+class FallbackPolicy:
+    default_gpu_hourly_usd: Decimal = Decimal("4.00")
+    """Per-GPU hourly price used when nothing else is known about a node."""
+    live_max_age: timedelta = timedelta(hours=24)
+    """Live quotes older than this are still used but flagged stale."""
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the node's labels and capacity say about it."""
+
+    name: str
+    instance_type: str | None
+    region: str | None
+    capacity_type: CapacityType
+    gpu_product: str | None
+    gpu_count: int
+
+
+@dataclass(frozen=True)
+class NodePrice:
+    hourly_usd: Decimal
+    """Price of the whole node per hour; always > 0."""
+    gpu_hourly_usd: Decimal
+    """hourly_usd / GPUs (the whole node price is attributed to its GPUs)."""
+    capacity_type: CapacityType
+    source: str
+    """catalog | custom | live:<provider> | fallback"""
+    notes: tuple[str, ...] = ()
+    """Why a price is not plain: fallback reason, stale quote, flagged source row."""
+
+    @property
+    def is_fallback(self) -> bool:
+        return self.source == "fallback"
+
+
+def _custom_match(custom: Sequence[CustomPrice], node: NodeFacts) -> CustomPrice | None:
+    best: tuple[int, CustomPrice] | None = None
+    for c in custom:
+        if c.instance_type != node.instance_type:
+            continue
+        if c.region not in ("*", node.region) or c.capacity_type not in ("*", node.capacity_type):
+            continue
+        score = (c.region != "*") * 2 + (c.capacity_type != "*")
+        if best is None or score > best[0]:
+            best = (score, c)
+    return best[1] if best else None
+
+
+def _make(hourly: Decimal, gpus: int, node: NodeFacts, source: str, notes: Iterable[str]) -> NodePrice:
+    if hourly <= 0:
+        raise ValueError(f"node {node.name}: price from {source} is not positive ({hourly})")
+    gpus = max(gpus, 1)
+    return NodePrice(hourly, hourly / gpus, node.capacity_type, source, tuple(notes))
+
+
+def price_node(
+    node: NodeFacts,
+    catalog: Catalog,
+    *,
+    now: datetime,
+    custom: Sequence[CustomPrice] = (),
+    live: Sequence[LiveQuotes] = (),
+    policy: FallbackPolicy | None = None,
+) -> NodePrice:
+    """Price one node; never returns zero, and flags every price that is not a direct quote."""
+    policy = policy or FallbackPolicy()
+    cap = node.capacity_type
+    gpus = node.gpu_count
+
+    c = _custom_match(custom, node)
+    if c is not None:
+        return _make(c.hourly_usd, c.gpu_count or gpus, node, "custom", ())
+
+    if node.instance_type and node.region:
+        for q in live:
+            p = q.prices.get((node.instance_type, node.region, cap))
+            if p is not None:
+                stale = now - q.fetched_at > policy.live_max_age
+                notes = [f"stale: fetched {q.fetched_at.isoformat()}"] if stale else []
+                return _make(p, gpus, node, f"live:{q.provider}", notes)
+
+        entry = catalog.get(node.instance_type, node.region)
+        if entry is not None:
+            p = entry.price(cap)
+            notes = [f"catalog snapshot {catalog.as_of}"]
+            if entry.flagged:
+                notes.append("catalog row flagged as a suspected data error")
+            if p is None and cap == SPOT and entry.on_demand is not None:
+                notes.append("no spot price; on-demand price used")
+                return _make(entry.on_demand, gpus or entry.gpu_count, node, "catalog", notes)
+            if p is not None:
+                return _make(p, gpus or entry.gpu_count, node, "catalog", notes)
+
+    if node.instance_type:
+        others = [e.price(cap) for e in catalog.regions_of(node.instance_type)]
+        known = [p for p in others if p is not None]
+        if known:
+            p = Decimal(statistics.median(known))
+            why = f"{node.instance_type} not priced in region {node.region}; median of its other regions"
+            return _make(p, gpus, node, "fallback", [why])
+
+    same_type = catalog.regions_of(node.instance_type) if node.instance_type else []
+    model = same_type[0].gpu_model if same_type else None
+    if model is None and node.gpu_product:
+        model = gpu_model_from_product(node.gpu_product)
+    if model is not None:
+        per_gpu = catalog.gpu_prices(model, cap) or catalog.gpu_prices(model, ON_DEMAND)
+        if per_gpu:
+            p = Decimal(statistics.median(per_gpu)) * max(gpus, 1)
+            what = "no catalog price for" if same_type else "unknown instance type"
+            why = (f"{what} {node.instance_type!r} ({cap}); "
+                   f"median catalog price of {model} x {max(gpus, 1)}")
+            return _make(p, gpus, node, "fallback", [why])
+    why = f"unknown instance type {node.instance_type!r} and GPU {node.gpu_product!r}; default per-GPU price"
+    return _make(policy.default_gpu_hourly_usd * max(gpus, 1), gpus, node, "fallback", [why])

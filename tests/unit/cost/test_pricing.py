@@ -1,0 +1,178 @@
+"""Node pricing: catalog, custom, live quotes, flagged fallbacks (never zero)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+
+import pytest
+from statictrain.pricing import (
+    ON_DEMAND,
+    SPOT,
+    CapacityType,
+    FallbackPolicy,
+    LiveQuotes,
+    NodeFacts,
+    capacity_type,
+    gpu_model_from_product,
+    parse_catalog,
+    parse_custom_prices,
+    price_node,
+    shipped_catalog_text,
+)
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+CATALOG = parse_catalog(shipped_catalog_text())
+
+
+def node(
+    it: str | None,
+    region: str | None = "us-east-1",
+    cap: CapacityType = ON_DEMAND,
+    product: str | None = None,
+    gpus: int = 8,
+) -> NodeFacts:
+    return NodeFacts("n1", it, region, cap, product, gpus)
+
+
+def test_shipped_catalog_covers_three_clouds_with_positive_prices() -> None:
+    clouds = {e.cloud for e in CATALOG.entries}
+    assert clouds == {"aws", "gcp", "azure"}
+    assert len(CATALOG.entries) == 182
+    for e in CATALOG.entries:
+        assert e.on_demand is None or e.on_demand > 0
+        assert e.spot is None or e.spot > 0
+
+
+@pytest.mark.parametrize(
+    ("facts", "want_hourly", "want_source"),
+    [
+        (node("p5.48xlarge"), Decimal("98.32"), "catalog"),
+        (node("p4d.24xlarge", "us-west-2", SPOT), None, "catalog"),
+        (node("a2-highgpu-1g", "us-central1", gpus=1), Decimal("3.67339"), "catalog"),
+    ],
+    ids=["aws-on-demand", "aws-spot", "gcp-host-plus-accelerator"],
+)
+def test_catalog_prices(facts: NodeFacts, want_hourly: Decimal | None, want_source: str) -> None:
+    p = price_node(facts, CATALOG, now=NOW)
+    entry = CATALOG.get(facts.instance_type or "", facts.region or "")
+    assert entry is not None
+    assert p.source == want_source
+    assert p.hourly_usd == (want_hourly if want_hourly is not None else entry.spot)
+    assert p.gpu_hourly_usd * facts.gpu_count == p.hourly_usd
+
+
+def test_spot_cheaper_than_on_demand() -> None:
+    od = price_node(node("p4d.24xlarge"), CATALOG, now=NOW)
+    sp = price_node(node("p4d.24xlarge", cap=SPOT), CATALOG, now=NOW)
+    assert sp.hourly_usd < od.hourly_usd and sp.capacity_type == SPOT
+
+
+def test_missing_on_demand_falls_back_flagged() -> None:
+    # p5e.48xlarge us-west-2 has no on-demand price in the source
+    p = price_node(node("p5e.48xlarge", "us-west-2"), CATALOG, now=NOW)
+    assert p.is_fallback and p.hourly_usd > 0
+    assert any("no catalog price" in n and "H200-141GB" in n for n in p.notes)
+
+
+@pytest.mark.parametrize(
+    ("facts", "note_part"),
+    [
+        (node("p5.48xlarge", "ap-south-1"), "other regions"),
+        (node("mystery.xlarge", product="NVIDIA-H100-80GB-HBM3"), "H100-80GB"),
+        (node("mystery.xlarge", product="Some-Future-GPU"), "default per-GPU"),
+        (node(None, None, product=None, gpus=0), "default per-GPU"),
+    ],
+    ids=["known-type-other-region", "unknown-type-known-gpu", "unknown-everything", "no-labels-no-gpus"],
+)
+def test_fallbacks_are_flagged_and_never_zero(facts: NodeFacts, note_part: str) -> None:
+    p = price_node(facts, CATALOG, now=NOW, policy=FallbackPolicy(default_gpu_hourly_usd=Decimal("3")))
+    assert p.source == "fallback"
+    assert p.hourly_usd > 0 and p.gpu_hourly_usd > 0
+    assert note_part in " ".join(p.notes)
+
+
+def test_fallback_by_gpu_model_uses_median_of_catalog() -> None:
+    p = price_node(node("mystery", product="NVIDIA-A10G", gpus=1), CATALOG, now=NOW)
+    per_gpu = sorted(CATALOG.gpu_prices("A10G-24GB", ON_DEMAND))
+    assert min(per_gpu) <= p.hourly_usd <= max(per_gpu)
+
+
+def test_custom_prices_win_and_most_specific_row_matches() -> None:
+    custom = parse_custom_prices(
+        "# negotiated\ninstance_type,region,capacity_type,hourly_usd,gpu_count\n"
+        "p5.48xlarge,*,*,50,\np5.48xlarge,us-east-1,spot,20,8\n"
+    )
+    od = price_node(node("p5.48xlarge"), CATALOG, now=NOW, custom=custom)
+    sp = price_node(node("p5.48xlarge", cap=SPOT), CATALOG, now=NOW, custom=custom)
+    assert (od.source, od.hourly_usd) == ("custom", Decimal(50))
+    assert (sp.source, sp.hourly_usd, sp.gpu_hourly_usd) == ("custom", Decimal(20), Decimal("2.5"))
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("instance,price\nx,1\n", "lacks column"),
+        ("instance_type,region,capacity_type,hourly_usd\n,*,*,1\n", "row 2: instance_type is empty"),
+        ("instance_type,region,capacity_type,hourly_usd\nx,*,reserved,1\n", "must be spot, on-demand"),
+        ("instance_type,region,capacity_type,hourly_usd\nx,*,*,0\n", "greater than zero"),
+        ("instance_type,region,capacity_type,hourly_usd\nx,*,*,cheap\n", "not a decimal"),
+        ("instance_type,region,capacity_type,hourly_usd,gpu_count\nx,*,*,1,-2\n", "positive integer"),
+    ],
+    ids=["bad-header", "empty-type", "bad-capacity", "zero-price", "text-price", "negative-gpus"],
+)
+def test_custom_prices_bad_input(text: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        parse_custom_prices(text)
+
+
+def test_live_quotes_used_and_flagged_when_stale() -> None:
+    key = ("p5.48xlarge", "us-east-1", ON_DEMAND)
+    fresh = LiveQuotes("aws", NOW - timedelta(hours=1), {key: Decimal("55.04")})
+    stale = LiveQuotes("aws", NOW - timedelta(days=3), {key: Decimal("55.04")})
+    p1 = price_node(node("p5.48xlarge"), CATALOG, now=NOW, live=[fresh])
+    p2 = price_node(node("p5.48xlarge"), CATALOG, now=NOW, live=[stale])
+    assert (p1.source, p1.hourly_usd, p1.notes) == ("live:aws", Decimal("55.04"), ())
+    assert p2.source == "live:aws" and p2.notes and "stale" in p2.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("product", "model"),
+    [
+        ("NVIDIA-H100-80GB-HBM3", "H100-80GB"),
+        ("NVIDIA-H100-NVL", "H100-NVL-94GB"),
+        ("NVIDIA-A100-SXM4-40GB", "A100-40GB"),
+        ("NVIDIA-A100-SXM4-80GB", "A100-80GB"),
+        ("NVIDIA-A10G", "A10G-24GB"),
+        ("NVIDIA-L4", "L4-24GB"),
+        ("NVIDIA-L40S", "L40S-48GB"),
+        ("NVIDIA-H200", "H200-141GB"),
+        ("Tesla-V100-SXM2-16GB", "V100-16GB"),
+        ("Tesla-T4", "T4-16GB"),
+        ("Unknown-Chip", None),
+    ],
+)
+def test_gpu_product_mapping(product: str, model: str | None) -> None:
+    assert gpu_model_from_product(product) == model
+
+
+@pytest.mark.parametrize(
+    ("label", "want"),
+    [
+        ("spot", SPOT),
+        ("SPOT", SPOT),
+        ("on-demand", ON_DEMAND),
+        (None, ON_DEMAND),
+        ("", ON_DEMAND),
+        ("preemptible", SPOT),
+    ],
+)
+def test_capacity_type(label: str | None, want: CapacityType) -> None:
+    assert capacity_type(label) == want
+
+
+def test_catalog_parse_error_names_the_line() -> None:
+    text = shipped_catalog_text().splitlines()
+    text[3] = text[3].replace(text[3].split(",")[5], "-4", 1)
+    with pytest.raises(ValueError, match="line 4"):
+        parse_catalog("\n".join(text))
