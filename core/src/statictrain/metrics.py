@@ -54,6 +54,13 @@ JOB_GPU_SECONDS_TOTAL = "statictrain_job_gpu_seconds_total"
 JOB_USD_PER_1M_TOKENS = "statictrain_job_usd_per_1m_tokens"
 JOB_BUDGET_USD = "statictrain_job_budget_usd"
 NODE_HOURLY_COST_USD = "statictrain_node_hourly_cost_usd"
+JOB_COMPILE_COST_USD_TOTAL = "statictrain_job_compile_cost_usd_total"
+JOB_LOST_WORK_COST_USD_TOTAL = "statictrain_job_lost_work_cost_usd_total"
+JOB_TOKENS_TOTAL = "statictrain_job_tokens_total"  # tokens the accounting attributed to the job
+JOB_STEPS_TOTAL = "statictrain_job_steps_total"
+NODE_COST_USD_TOTAL = "statictrain_node_cost_usd_total"  # label node
+NODE_IDLE_COST_USD_TOTAL = "statictrain_node_idle_cost_usd_total"  # label node: cost no pod was allocated
+COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label outcome: ok | error
 
 # --- operator: anomaly and remediation
 ANOMALY_SCORE = "statictrain_anomaly_score"
