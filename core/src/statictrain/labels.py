@@ -37,7 +37,7 @@ PRICE_CAPACITY_TYPE = f"{GROUP}/capacity-type"
 PRICE_SOURCE = f"{GROUP}/price-source"  # catalog | custom | live:<provider> | fallback
 PRICE_UPDATED = f"{GROUP}/price-updated"
 
-# Pod annotation read by the local cluster's kwok stages: seconds until the pod
+# Pod annotations read by the local cluster's kwok stages: a Go duration ("20s") until the pod
 # completes, and the phase it completes with (Succeeded or Failed).
 KWOK_COMPLETE_AFTER = f"{GROUP}/kwok-complete-after"
 KWOK_COMPLETE_PHASE = f"{GROUP}/kwok-complete-phase"

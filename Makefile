@@ -1,0 +1,65 @@
+# statictrain: FinOps-aware torch.compile training on Kubernetes.
+# `make help` lists the targets. Everything installs itself on a fresh machine:
+# Python packages into .venv (wheels cached by pip outside the repo), the
+# control-plane binaries into ~/.cache/statictrain/<versions>/bin.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+DISTS := core cluster sidecar extender operator trainer
+STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt $(addsuffix /pyproject.toml,$(DISTS)) | sha256sum | cut -c1-12)
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+
+help: ## Show this help
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
+
+setup: $(STAMP) system-deps cluster-build ## Everything a fresh machine needs (venv, Prometheus, control-plane binaries)
+
+system-deps: ## Install Debian's Prometheus if it is missing (needs root or sudo)
+	@command -v prometheus >/dev/null || [ -x /usr/bin/prometheus ] || { \
+	  echo "installing Debian's prometheus"; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
+	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; fi; }
+	@command -v go >/dev/null || { echo "Go >= 1.24 is required to build the control plane: https://go.dev/dl" >&2; exit 1; }
+
+$(STAMP): requirements-dev.txt $(addsuffix /pyproject.toml,$(DISTS))
+	@command -v $(PY) >/dev/null || { echo "$(PY) not found: install Python 3.11 (or run make PY=python3.X)" >&2; exit 1; }
+	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q -U pip
+	$(BIN)/pip install -q -r requirements-dev.txt $(addprefix -e ,$(DISTS))
+	rm -f $(VENV)/.installed-* && touch $@
+
+dev: $(STAMP) ## Create .venv with every distribution installed editable
+
+cluster-build: ## Build (once, cached) kube-apiserver, etcd, scheduler, controller-manager, kubectl, kwok, helm
+	@bash cluster/src/statictrain_localcluster/build-binaries.sh >/dev/null
+
+cluster-up: setup ## Start the local cluster (real control plane, kwok GPU nodes, Prometheus)
+	$(BIN)/statictrain-cluster start
+
+cluster-down: ## Stop the local cluster and remove its state
+	$(BIN)/statictrain-cluster stop
+
+cluster-status: ## Show the local cluster's status
+	$(BIN)/statictrain-cluster status
+
+test: setup ## Run every test: unit, integration (real local cluster) and e2e
+	@rc=0; $(BIN)/pytest $(PYTEST_ARGS) || rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; fi; exit $$rc
+
+test-unit: $(STAMP) ## Run the unit tests only (no cluster)
+	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
+
+lint: $(STAMP) ## ruff, mypy and the import-layer contracts
+	$(BIN)/ruff check .
+	$(BIN)/mypy core/src cluster/src sidecar/src extender/src operator/src trainer/src
+	$(BIN)/lint-imports
+
+demo: setup ## The whole loop on a local cluster: operator, training, cost report
+	$(BIN)/python -m statictrain_localcluster.demo
+
+.PHONY: help setup system-deps dev cluster-build cluster-up cluster-down cluster-status test test-unit lint demo

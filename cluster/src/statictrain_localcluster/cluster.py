@@ -1,0 +1,278 @@
+"""A real local Kubernetes control plane with fake GPU nodes and Prometheus.
+
+kube-apiserver, etcd, kube-controller-manager and kube-scheduler are the real
+binaries (built by build-binaries.sh); kwok fakes only the nodes and the pod
+lifecycle; Prometheus is Debian's. kwokctl's binary runtime runs the control
+plane as local processes; this module adds the node pool, the statictrain
+scheduler profile and Prometheus, and tears everything down on stop or on a
+failed start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from statictrain_localcluster import nodepool, procs, prometheus
+
+REPO_FILES = Path(__file__).resolve().parents[3]  # the repository root in a development install
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started or reached; the message says what to do."""
+
+
+def cache_root() -> Path:
+    env = os.environ.get("STATICTRAIN_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "statictrain"
+
+
+def state_dir(name: str) -> Path:
+    return cache_root() / "clusters" / name
+
+
+def build_binaries(log: Any = None) -> Path:
+    """Build (or find cached) control-plane binaries; return the bin folder."""
+    script = resources.files("statictrain_localcluster") / "build-binaries.sh"
+    if not shutil.which("go") and not shutil.which("bash"):
+        raise ClusterError("bash is needed to build the control plane")
+    proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=log, text=True, check=False)
+    if proc.returncode != 0:
+        raise ClusterError("building the control-plane binaries failed (see the messages above); "
+                           "fix the cause and run 'make cluster-build' again")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+@dataclass
+class State:
+    name: str
+    bin_dir: str
+    prometheus_port: int
+    extender_port: int
+    prometheus_pid: int = 0
+    started: float = 0.0
+
+
+class LocalCluster:
+    """One named local cluster. Construct, then start() or attach to a running one."""
+
+    def __init__(self, name: str = "statictrain", nodepool_file: Path | None = None,
+                 scheduler_config: Path | None = None) -> None:
+        if not name.replace("-", "").isalnum() or name != name.lower():
+            raise ClusterError(f"cluster name {name!r}: use lowercase letters, digits and '-'")
+        self.name = name
+        self.root = state_dir(name)
+        self.nodepool_file = nodepool_file or REPO_FILES / "deploy/local-cluster/nodepool.yaml"
+        self.scheduler_config = scheduler_config or REPO_FILES / "deploy/scheduler/kube-scheduler-config.yaml"
+        self.kubeconfig = self.root / "kubeconfig"
+        self._state: State | None = None
+
+    # ---- paths and environment -------------------------------------------------
+    @property
+    def state(self) -> State:
+        if self._state is None:
+            path = self.root / "state.json"
+            if not path.exists():
+                raise ClusterError(f"cluster {self.name!r} is not running: start it with "
+                                   f"'statictrain-cluster start --name {self.name}'")
+            self._state = State(**json.loads(path.read_text()))
+        return self._state
+
+    @property
+    def bin_dir(self) -> Path:
+        return Path(self.state.bin_dir)
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.state.prometheus_port}"
+
+    @property
+    def extender_port(self) -> int:
+        return self.state.extender_port
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["KUBECONFIG"] = str(self.kubeconfig)
+        env["PATH"] = f"{self.state.bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        env["KWOK_WORKDIR"] = str(self.root / "kwok")
+        return env
+
+    # ---- tools ---------------------------------------------------------------
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self._tool("kubectl", args, input, check, timeout)
+
+    def helm(self, *args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        return self._tool("helm", args, None, check, timeout)
+
+    def _tool(self, tool: str, args: tuple[str, ...], input: str | None, check: bool,
+              timeout: float) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run([str(self.bin_dir / tool), *args], input=input, capture_output=True, text=True,
+                              env=self.env, timeout=timeout, check=False)
+        if check and proc.returncode != 0:
+            raise ClusterError(f"{tool} {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc
+
+    def nodes(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = json.loads(self.kubectl("get", "nodes", "-o", "json").stdout)["items"]
+        return items
+
+    # ---- Prometheus targets --------------------------------------------------
+    def add_scrape_target(self, job: str, address: str, labels: dict[str, str] | None = None) -> None:
+        prometheus.write_target(self.root / "prometheus" / "targets", job, address, labels or {})
+
+    def remove_scrape_target(self, job: str) -> None:
+        prometheus.target_file(self.root / "prometheus" / "targets", job).unlink(missing_ok=True)
+
+    # ---- lifecycle -----------------------------------------------------------
+    def start(self, bin_dir: Path, prometheus_port: int | None = None, timeout_s: float = 180,
+              log: Any = None) -> None:
+        """Start everything or nothing: on any failure, what was started is stopped."""
+        pools = self._read_nodepool()
+        prom_bin = self._check_prerequisites(bin_dir, prometheus_port)
+        if (self.root / "state.json").exists():
+            if self.running():
+                raise ClusterError(f"cluster {self.name!r} is already running; stop it with "
+                                   f"'statictrain-cluster stop --name {self.name}' or pick another --name")
+            self.stop()  # leftovers of a crashed run
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._state = State(self.name, str(bin_dir), prometheus_port or procs.free_port(), procs.free_port(),
+                            started=time.time())
+        self._save()
+        try:
+            self._start_control_plane(timeout_s, log)
+            self._create_nodes(pools, timeout_s)
+            self._start_prometheus(prom_bin)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _read_nodepool(self) -> list[nodepool.Pool]:
+        try:
+            doc = yaml.safe_load(self.nodepool_file.read_text())
+        except OSError as e:
+            raise ClusterError(f"cannot read node pool file {self.nodepool_file}: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise ClusterError(f"node pool file {self.nodepool_file} is not valid YAML: {e}") from None
+        try:
+            return nodepool.parse(doc)
+        except nodepool.NodePoolError as e:
+            raise ClusterError(f"node pool file {self.nodepool_file}: {e}") from None
+
+    def _check_prerequisites(self, bin_dir: Path, prometheus_port: int | None) -> Path:
+        missing = [b for b in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "etcd",
+                               "kwok", "kwokctl", "helm") if not (bin_dir / b).exists()]
+        if missing:
+            raise ClusterError(f"missing binaries in {bin_dir}: {', '.join(missing)}; run 'make cluster-build'")
+        if prometheus_port is not None and procs.port_in_use(prometheus_port):
+            raise ClusterError(f"port {prometheus_port} for Prometheus is in use by another process: "
+                               "free it or choose another port (or leave it out to pick a free one)")
+        try:
+            return prometheus.find_binary()
+        except FileNotFoundError as e:
+            raise ClusterError(str(e)) from None
+
+    def _start_control_plane(self, timeout_s: float, log: Any) -> None:
+        sched = self.scheduler_config.read_text().replace("EXTENDER_PORT", str(self.state.extender_port))
+        (self.root / "kube-scheduler-config.yaml").write_text(sched)
+        stages = (resources.files("statictrain_localcluster") / "stages.yaml").read_text()
+        (self.root / "kwok-config.yaml").write_text(stages)
+        b = self.bin_dir
+        cmd = [
+            str(b / "kwokctl"), "create", "cluster", "--name", self.name, "--runtime", "binary",
+            "--kube-apiserver-binary", str(b / "kube-apiserver"),
+            "--kube-controller-manager-binary", str(b / "kube-controller-manager"),
+            "--kube-scheduler-binary", str(b / "kube-scheduler"),
+            "--kwok-controller-binary", str(b / "kwok"),
+            "--etcd-binary", str(b / "etcd"),
+            "--kube-scheduler-config", str(self.root / "kube-scheduler-config.yaml"),
+            "--config", str(self.root / "kwok-config.yaml"),
+            "--kube-authorization=true",
+            "--wait", f"{int(timeout_s)}s",
+        ]
+        proc = subprocess.run(cmd, env=self.env, stdout=log, stderr=log, timeout=timeout_s + 60, check=False)
+        if proc.returncode != 0:
+            raise ClusterError(f"kwokctl could not start the control plane (exit {proc.returncode}); "
+                               f"its logs are under {self.root / 'kwok'}")
+        self._wait(lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
+                   timeout_s, "the API server to become ready")
+
+    def _create_nodes(self, pools: list[nodepool.Pool], timeout_s: float) -> None:
+        manifests = nodepool.node_manifests(pools)
+        doc = yaml.safe_dump_all(manifests)
+        self.kubectl("apply", "--server-side", "-f", "-", input=doc)
+        names = {m["metadata"]["name"] for m in manifests}
+
+        def all_ready() -> bool:
+            ready = {n["metadata"]["name"] for n in self.nodes()
+                     if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions", []))}
+            return names <= ready
+
+        self._wait(all_ready, timeout_s, f"{len(names)} nodes to become Ready")
+
+    def _start_prometheus(self, binary: Path) -> None:
+        root = self.root / "prometheus"
+        root.mkdir(parents=True, exist_ok=True)
+        proc = prometheus.start(binary, root, self.state.prometheus_port, self.root / "prometheus.log")
+        self.state.prometheus_pid = proc.pid
+        self._save()
+        try:
+            prometheus.wait_ready(self.prometheus_url, proc)
+        except (RuntimeError, TimeoutError) as e:
+            raise ClusterError(f"{e}; log: {self.root / 'prometheus.log'}") from None
+
+    def running(self) -> bool:
+        try:
+            return self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0
+        except (ClusterError, subprocess.TimeoutExpired, OSError):
+            return False
+
+    def stop(self) -> None:
+        """Stop every process of this cluster and remove its state; safe to call twice."""
+        if not self.root.exists():
+            return
+        with contextlib.suppress(ClusterError, OSError, subprocess.TimeoutExpired, TypeError):
+            bin_dir = self.bin_dir
+            subprocess.run([str(bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name],
+                           env=self.env, capture_output=True, timeout=120, check=False)
+        # Whatever is left (Prometheus, a half-started component): every process
+        # whose command line names this cluster's state folder.
+        procs.terminate(procs.pids_mentioning(str(self.root)))
+        shutil.rmtree(self.root, ignore_errors=True)
+        self._state = None
+
+    def status(self) -> dict[str, Any]:
+        if not (self.root / "state.json").exists():
+            return {"name": self.name, "running": False}
+        out: dict[str, Any] = {"name": self.name, "running": self.running(), **asdict(self.state),
+                               "kubeconfig": str(self.kubeconfig), "prometheus_url": self.prometheus_url,
+                               "processes": len(procs.pids_mentioning(str(self.root)))}
+        return out
+
+    # ---- helpers -------------------------------------------------------------
+    def _save(self) -> None:
+        assert self._state is not None
+        (self.root / "state.json").write_text(json.dumps(asdict(self._state)))
+
+    @staticmethod
+    def _wait(check: Any, timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ClusterError, subprocess.TimeoutExpired):
+                if check():
+                    return
+            time.sleep(0.5)
+        raise ClusterError(f"timed out after {timeout_s:.0f}s waiting for {what}")
