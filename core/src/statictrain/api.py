@@ -24,7 +24,9 @@ OnOff = Literal["Off", "On"]
 BudgetAction = Literal["Suspend", "Notify"]
 CapacityType = Literal["spot", "on-demand"]
 RemediationMode = Literal["Auto", "Recommend", "Off"]
-Phase = Literal["Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+Phase = Literal[
+    "Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed"
+]
 ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 Severity = Literal["Info", "Warning", "Critical"]
@@ -32,10 +34,22 @@ TolerationOperator = Literal["Exists", "Equal"]
 TaintEffect = Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 PHASES: Final[tuple[Phase, ...]] = (
-    "Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed",
+    "Pending",
+    "Created",
+    "Compiling",
+    "Running",
+    "Restarting",
+    "Suspended",
+    "Succeeded",
+    "Failed",
 )
 CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
-    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed",
+    "Created",
+    "Running",
+    "Restarting",
+    "Suspended",
+    "Succeeded",
+    "Failed",
 )
 FINISHED_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 MAX_ANOMALIES: Final = 20
@@ -232,8 +246,12 @@ DEFAULTS: Final[Spec] = {
     "replicas": 1,
     "resources": {"gpusPerReplica": 1},
     "compile": {
-        "mode": "default", "fullgraph": False, "dynamic": False, "cache": True,
-        "autotune": "Off", "autotuneBudgetSeconds": 600,
+        "mode": "default",
+        "fullgraph": False,
+        "dynamic": False,
+        "cache": True,
+        "autotune": "Off",
+        "autotuneBudgetSeconds": 600,
     },
     "precision": "bf16",
     "distributed": {"bucketCapMB": 25, "gradientAccumulationSteps": 1, "masterPort": 29500},

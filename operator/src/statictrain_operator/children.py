@@ -1,0 +1,377 @@
+"""Desired child objects of a StaticTrainingJob: pure functions, no I/O.
+
+A job runs as an Indexed Job (one pod per torchrun node, the completion index
+is the node rank) behind a headless Service that gives worker 0 a stable DNS
+name for rendezvous. Both carry the job/namespace/commit/team labels and an
+owner reference to the StaticTrainingJob, so Kubernetes' garbage collector
+removes them with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from statictrain import api, envvars, labels
+
+from .settings import Settings
+
+WORKER_SUFFIX = "-worker"
+TRAINER = "trainer"
+SIDECAR = "sidecar"
+STATS_VOLUME = "stats"
+CACHE_VOLUME = "compile-cache"
+CHECKPOINT_VOLUME = "checkpoint"
+COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The StaticTrainingJob the children belong to."""
+
+    name: str
+    namespace: str
+    uid: str
+    labels: Mapping[str, str]
+    spec: api.Spec
+
+
+def owner_from_body(body: Mapping[str, Any]) -> Owner:
+    """Owner from a StaticTrainingJob body as the API server returns it."""
+    meta = body["metadata"]
+    return Owner(meta["name"], meta["namespace"], meta["uid"], dict(meta.get("labels") or {}), body["spec"])
+
+
+def worker_name(job_name: str) -> str:
+    """Name of both the worker Job and the headless Service."""
+    return job_name + WORKER_SUFFIX
+
+
+def child_labels(owner: Owner) -> dict[str, str]:
+    """Labels every child carries (commit and team copied from the job, 'unknown' when absent)."""
+    return {
+        labels.JOB: owner.name,
+        labels.NAMESPACE: owner.namespace,
+        labels.COMMIT: owner.labels.get(labels.COMMIT, UNKNOWN),
+        labels.TEAM: owner.labels.get(labels.TEAM, UNKNOWN),
+        labels.MANAGED_BY: labels.MANAGED_BY_VALUE,
+    }
+
+
+def selector(owner_name: str) -> str:
+    """Label selector of the worker pods (status.selector, used by /scale)."""
+    return f"{labels.JOB}={owner_name},{labels.ROLE}=worker"
+
+
+def owner_reference(owner: Owner) -> dict[str, Any]:
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": labels.KIND,
+        "name": owner.name,
+        "uid": owner.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(owner: Owner, extra_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "name": worker_name(owner.name),
+        "namespace": owner.namespace,
+        "labels": {**child_labels(owner), **(extra_labels or {})},
+        "ownerReferences": [owner_reference(owner)],
+    }
+
+
+def service(owner: Owner) -> dict[str, Any]:
+    """Headless Service: DNS names <job>-worker-<index>.<job>-worker for the workers."""
+    port = _get(owner.spec, "distributed", "masterPort")
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(owner),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {labels.JOB: owner.name, labels.ROLE: "worker"},
+            "ports": [{"name": "rendezvous", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def _get(spec: Mapping[str, Any], section: str, key: str) -> Any:
+    """spec.section.key, falling back to the CRD default."""
+    value = (spec.get(section) or {}).get(key)
+    if value is None:
+        defaults: Mapping[str, Any] = api.DEFAULTS
+        value = (defaults.get(section) or {}).get(key)
+    return value
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _field_env(name: str, path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def _identity_env(owner: Owner) -> list[dict[str, Any]]:
+    lab = child_labels(owner)
+    return [
+        {"name": envvars.JOB_NAME, "value": owner.name},
+        {"name": envvars.JOB_NAMESPACE, "value": owner.namespace},
+        {"name": envvars.COMMIT, "value": lab[labels.COMMIT]},
+        {"name": envvars.TEAM, "value": lab[labels.TEAM]},
+        _field_env(envvars.POD_NAME, "metadata.name"),
+        _field_env(envvars.POD_UID, "metadata.uid"),
+        _field_env(envvars.NODE_NAME, "spec.nodeName"),
+    ]
+
+
+def torchrun_env(owner: Owner) -> list[dict[str, Any]]:
+    """torchrun / torch.distributed environment (PET_* are torchrun's own flags).
+
+    Static jobs use torchrun's static rendezvous at worker 0 with NODE_RANK from
+    the completion index; elastic jobs use c10d rendezvous over min:max nodes
+    (torchrun assigns ranks, so a scale change re-forms the group).
+    """
+    spec = owner.spec
+    replicas = int(spec.get("replicas", api.DEFAULTS["replicas"]))
+    port = str(_get(spec, "distributed", "masterPort"))
+    svc = worker_name(owner.name)
+    master = f"{svc}-0.{svc}"
+    gpus = int(_get(spec, "resources", "gpusPerReplica"))
+    env: list[dict[str, Any]] = [
+        {"name": envvars.MASTER_ADDR, "value": master},
+        {"name": envvars.MASTER_PORT, "value": port},
+        {"name": envvars.WORLD_SIZE, "value": str(replicas)},
+        _field_env(envvars.NODE_RANK, f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"),
+        {"name": "PET_NPROC_PER_NODE", "value": str(max(gpus, 1))},
+    ]
+    elastic = spec.get("elastic")
+    if elastic:
+        env += [
+            {"name": "PET_NNODES", "value": f"{elastic['minReplicas']}:{elastic['maxReplicas']}"},
+            {"name": "PET_RDZV_BACKEND", "value": "c10d"},
+            {"name": "PET_RDZV_ENDPOINT", "value": f"{master}:{port}"},
+            {"name": "PET_RDZV_ID", "value": owner.uid},
+            {"name": "PET_MAX_RESTARTS", "value": str(elastic.get("maxRestarts", 3))},
+        ]
+    else:
+        env += [
+            {"name": "PET_NNODES", "value": str(replicas)},
+            _field_env("PET_NODE_RANK", f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"),
+            {"name": "PET_MASTER_ADDR", "value": master},
+            {"name": "PET_MASTER_PORT", "value": port},
+        ]
+    return env
+
+
+def trainer_env(owner: Owner, settings: Settings) -> list[dict[str, Any]]:
+    """Compile, precision, distributed, stop and checkpoint settings for the trainer."""
+    spec = owner.spec
+    env: list[dict[str, Any]] = [
+        {"name": envvars.ENTRYPOINT, "value": spec["entrypoint"]},
+        {"name": envvars.COMPILE_MODE, "value": _get(spec, "compile", "mode")},
+        {"name": envvars.COMPILE_FULLGRAPH, "value": _flag(_get(spec, "compile", "fullgraph"))},
+        {"name": envvars.COMPILE_DYNAMIC, "value": _flag(_get(spec, "compile", "dynamic"))},
+        {"name": envvars.COMPILE_CACHE, "value": _flag(_get(spec, "compile", "cache"))},
+        {"name": envvars.COMPILE_CACHE_DIR, "value": settings.compile_cache_dir},
+        {"name": envvars.AUTOTUNE, "value": str(_get(spec, "compile", "autotune")).lower()},
+        {"name": envvars.AUTOTUNE_BUDGET_S, "value": str(_get(spec, "compile", "autotuneBudgetSeconds"))},
+        {"name": envvars.PRECISION, "value": spec.get("precision", api.DEFAULTS["precision"])},
+        {"name": envvars.BUCKET_CAP_MB, "value": str(_get(spec, "distributed", "bucketCapMB"))},
+        {
+            "name": envvars.GRAD_ACCUM_STEPS,
+            "value": str(_get(spec, "distributed", "gradientAccumulationSteps")),
+        },
+        {"name": envvars.CHECKPOINT_DIR, "value": _get(spec, "checkpoint", "path")},
+        {"name": envvars.CHECKPOINT_EVERY, "value": str(_get(spec, "checkpoint", "everySteps"))},
+        {"name": envvars.CHECKPOINT_KEEP, "value": str(_get(spec, "checkpoint", "keep"))},
+        {"name": envvars.STATS_DIR, "value": settings.stats_dir},
+    ]
+    training = spec.get("training") or {}
+    if "maxSteps" in training:
+        env.append({"name": envvars.MAX_STEPS, "value": str(training["maxSteps"])})
+    if "maxTokens" in training:
+        env.append({"name": envvars.MAX_TOKENS, "value": str(training["maxTokens"])})
+    return env
+
+
+def _resources(spec: api.Spec) -> dict[str, Any]:
+    res = spec.get("resources") or {}
+    gpus = int(res.get("gpusPerReplica", 1))
+    requests: dict[str, str] = {}
+    limits: dict[str, str] = {}
+    if gpus:
+        requests[labels.GPU_RESOURCE] = limits[labels.GPU_RESOURCE] = str(gpus)
+    if "cpu" in res:
+        requests["cpu"] = res["cpu"]
+    if "memory" in res:
+        requests["memory"] = limits["memory"] = res["memory"]
+    out: dict[str, Any] = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+def _affinity(spec: api.Spec) -> dict[str, Any] | None:
+    capacity = (spec.get("placement") or {}).get("capacityTypes")
+    if not capacity:
+        return None
+    term = {"matchExpressions": [{"key": labels.CAPACITY_TYPE, "operator": "In", "values": list(capacity)}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(pod volumes, trainer mounts)."""
+    spec = owner.spec
+    cache: dict[str, Any] = (
+        {"persistentVolumeClaim": {"claimName": settings.compile_cache_claim}}
+        if settings.compile_cache_claim
+        else {"emptyDir": {}}
+    )
+    ckpt_claim = (spec.get("checkpoint") or {}).get("persistentVolumeClaim")
+    ckpt: dict[str, Any] = (
+        {"persistentVolumeClaim": {"claimName": ckpt_claim}} if ckpt_claim else {"emptyDir": {}}
+    )
+    volumes = [
+        {"name": STATS_VOLUME, "emptyDir": {}},
+        {"name": CACHE_VOLUME, **cache},
+        {"name": CHECKPOINT_VOLUME, **ckpt},
+    ]
+    mounts = [
+        {"name": STATS_VOLUME, "mountPath": settings.stats_dir},
+        {"name": CACHE_VOLUME, "mountPath": settings.compile_cache_dir},
+        {"name": CHECKPOINT_VOLUME, "mountPath": _get(spec, "checkpoint", "path")},
+    ]
+    return volumes, mounts
+
+
+_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
+    """The worker pod template (everything but the Job-level knobs)."""
+    spec = owner.spec
+    volumes, mounts = _volumes(owner, settings)
+    identity = _identity_env(owner)
+    user_env = [{"name": e["name"], "value": e.get("value", "")} for e in spec.get("env") or []]
+    trainer = {
+        "name": TRAINER,
+        "image": spec["image"],
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": ["torchrun", "--module", "statictrain_trainer.main"],
+        "env": identity + torchrun_env(owner) + trainer_env(owner, settings) + user_env,
+        "ports": [{"name": "rendezvous", "containerPort": _get(spec, "distributed", "masterPort")}],
+        "resources": _resources(spec),
+        "volumeMounts": mounts,
+        "securityContext": _CONTAINER_SECURITY,
+    }
+    sidecar = {
+        "name": SIDECAR,
+        "image": settings.sidecar_image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": ["statictrain-sidecar"],
+        "env": [
+            *identity,
+            {"name": envvars.STATS_DIR, "value": settings.stats_dir},
+            {"name": envvars.METRICS_PORT, "value": str(settings.metrics_port)},
+            {"name": envvars.SAMPLE_INTERVAL_S, "value": str(settings.sample_interval_s)},
+        ],
+        "ports": [{"name": "metrics", "containerPort": settings.metrics_port}],
+        "resources": {
+            "requests": {"cpu": settings.sidecar_cpu, "memory": settings.sidecar_memory},
+            "limits": {"memory": settings.sidecar_memory},
+        },
+        "volumeMounts": [{"name": STATS_VOLUME, "mountPath": settings.stats_dir, "readOnly": False}],
+        "securityContext": _CONTAINER_SECURITY,
+    }
+    placement = spec.get("placement") or {}
+    annotations = dict(settings.pod_annotations)
+    models = (spec.get("resources") or {}).get("gpuModels")
+    if models:
+        annotations[api.GPU_MODELS_ANNOTATION] = ",".join(models)
+    if "maxHourlyUSD" in placement:
+        annotations[api.MAX_HOURLY_USD_ANNOTATION] = placement["maxHourlyUSD"]
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "schedulerName": settings.scheduler_name,
+        "subdomain": worker_name(owner.name),
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 1000,
+            "fsGroup": 1000,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [trainer, sidecar],
+        "volumes": volumes,
+        "tolerations": [*settings.tolerations, *placement.get("tolerations", [])],
+    }
+    node_selector = {**settings.node_selector, **placement.get("nodeSelector", {})}
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    affinity = _affinity(spec)
+    if affinity:
+        pod_spec["affinity"] = affinity
+    meta: dict[str, Any] = {"labels": {**child_labels(owner), labels.ROLE: "worker"}}
+    if annotations:
+        meta["annotations"] = annotations
+    return {"metadata": meta, "spec": pod_spec}
+
+
+def template_hash(owner: Owner, settings: Settings) -> str:
+    """Stable hash of the pod template: a different hash means the workers must be rebuilt.
+
+    Elastic jobs scale in place (parallelism and completions of an Indexed Job
+    are mutable together; torchrun's c10d rendezvous re-forms the group), so
+    the hash is taken at minReplicas: a replica change alone never rebuilds.
+    WORLD_SIZE keeps the value the Job was created with.
+    """
+    elastic = owner.spec.get("elastic")
+    if elastic:
+        spec: api.Spec = {**owner.spec, "replicas": int(elastic["minReplicas"])}
+        owner = Owner(owner.name, owner.namespace, owner.uid, owner.labels, spec)
+    template = pod_template(owner, settings)
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def worker_job(owner: Owner, settings: Settings) -> dict[str, Any]:
+    """The Indexed Job running the workers."""
+    spec = owner.spec
+    replicas = int(spec.get("replicas", api.DEFAULTS["replicas"]))
+    template = pod_template(owner, settings)
+    run = spec.get("runPolicy") or {}
+    meta = _metadata(owner)
+    meta["annotations"] = {api.TEMPLATE_HASH_ANNOTATION: template_hash(owner, settings)}
+    job_spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": replicas,
+        "parallelism": replicas,
+        "suspend": bool(spec.get("suspend", False)),
+        "backoffLimit": int(run.get("backoffLimit", 3)),
+        # Spot preemption and node drains set the DisruptionTarget condition: not the job's fault.
+        "podFailurePolicy": {
+            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+        },
+        "podReplacementPolicy": "Failed",
+        # Worker 0 finishing ends the job (torchrun exits 0 on every node together).
+        "successPolicy": {"rules": [{"succeededIndexes": "0"}]},
+        "template": template,
+    }
+    if "activeDeadlineSeconds" in run:
+        job_spec["activeDeadlineSeconds"] = int(run["activeDeadlineSeconds"])
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}

@@ -1,0 +1,93 @@
+"""What to do about a StaticTrainingJob's children: pure, no I/O.
+
+``plan`` compares the desired children (children.py) with what the API server
+holds and returns the writes that close the gap. It is safe to run any number
+of times (kopf may re-run a handler after a crash): creating what exists is a
+no-op, and objects that belong to another owner (a job deleted and re-created
+under the same name, waiting for garbage collection) are waited for, never
+adopted or duplicated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from statictrain import api
+
+from . import children
+from .settings import Settings
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Writes to make, in order; `wait` says why the job must be looked at again soon."""
+
+    create: list[dict[str, Any]] = field(default_factory=list)
+    job_patch: dict[str, Any] | None = None
+    delete_job: bool = False
+    wait: str | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.create and self.job_patch is None and not self.delete_job
+
+
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    return any(ref.get("uid") == uid for ref in obj.get("metadata", {}).get("ownerReferences") or [])
+
+
+def _finished(job: Mapping[str, Any]) -> bool:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if (
+            cond.get("type") in ("Complete", "Failed", "SuccessCriteriaMet", "FailureTarget")
+            and cond.get("status") == "True"
+        ):
+            return True
+    return False
+
+
+def plan(
+    owner: children.Owner,
+    settings: Settings,
+    observed_service: Mapping[str, Any] | None,
+    observed_job: Mapping[str, Any] | None,
+) -> Plan:
+    """The writes that bring the children of `owner` to the desired state."""
+    create: list[dict[str, Any]] = []
+    desired_job = children.worker_job(owner, settings)
+    for kind, observed, desired in (
+        ("Service", observed_service, children.service(owner)),
+        ("Job", observed_job, desired_job),
+    ):
+        if observed is None:
+            create.append(desired)
+        elif not _owned_by(observed, owner.uid):
+            return Plan(
+                wait=f"{kind} {desired['metadata']['name']} belongs to another owner; "
+                "waiting for the garbage collector to remove it"
+            )
+    if observed_job is None:
+        return Plan(create=create)
+    if observed_job.get("metadata", {}).get("deletionTimestamp"):
+        return Plan(create=create, wait="old worker Job is being deleted")
+    if _finished(observed_job):
+        return Plan(create=create)
+    want_hash = desired_job["metadata"]["annotations"][api.TEMPLATE_HASH_ANNOTATION]
+    have_hash = (observed_job["metadata"].get("annotations") or {}).get(api.TEMPLATE_HASH_ANNOTATION)
+    if want_hash != have_hash:
+        return Plan(
+            create=create,
+            delete_job=True,
+            wait="worker settings changed; replacing the worker Job (all workers restart)",
+        )
+    have = observed_job.get("spec") or {}
+    want = desired_job["spec"]
+    patch: dict[str, Any] = {}
+    if bool(have.get("suspend")) != want["suspend"]:
+        patch["suspend"] = want["suspend"]
+    if have.get("parallelism") != want["parallelism"]:
+        patch["parallelism"] = want["parallelism"]
+        patch["completions"] = want["completions"]
+    return Plan(create=create, job_patch={"spec": patch} if patch else None)

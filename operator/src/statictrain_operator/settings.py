@@ -1,0 +1,116 @@
+"""Operator settings: one dataclass, filled from environment variables named here.
+
+The Helm chart sets these variables on the operator Deployment (values.yaml
+documents each); tests build ``Settings(...)`` directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+ENV_PREFIX = "STATICTRAIN_OPERATOR_"
+
+
+class SettingsError(ValueError):
+    """An environment variable holds a value the operator cannot use."""
+
+
+def _default_tolerations() -> list[dict[str, Any]]:
+    return [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How the operator builds workers and talks to the cluster.
+
+    Each field is read from ``STATICTRAIN_OPERATOR_<FIELD NAME IN UPPER CASE>``;
+    lists and maps are JSON.
+    """
+
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch; empty watches the whole cluster (comma-separated)."""
+    scheduler_name: str = "statictrain-scheduler"
+    """schedulerName of worker pods (the kube-scheduler profile with the cost-aware extender)."""
+    sidecar_image: str = "ghcr.io/statictrain/sidecar:0.1.0"
+    """Image of the profiling sidecar container in every worker pod."""
+    image_pull_policy: str = "IfNotPresent"
+    """imagePullPolicy of the trainer and sidecar containers."""
+    metrics_port: int = 9400
+    """Port of the sidecar's /metrics endpoint (scraped by Prometheus)."""
+    sample_interval_s: int = 1
+    """Seconds between the sidecar's NVML samples."""
+    stats_dir: str = "/var/run/statictrain"
+    """Mount path of the trainer -> sidecar emptyDir (the channel directory)."""
+    compile_cache_dir: str = "/var/cache/statictrain/compile"
+    """Mount path of the compile-cache volume in the trainer container."""
+    compile_cache_claim: str = ""
+    """PersistentVolumeClaim (in the job's namespace) shared as compile cache; empty uses an emptyDir."""
+    tolerations: list[dict[str, Any]] = field(default_factory=_default_tolerations)
+    """Tolerations added to every worker pod (JSON list), e.g. for kwok's fake-node taint."""
+    node_selector: dict[str, str] = field(default_factory=dict)
+    """Node labels every worker pod requires (JSON object), merged under spec.placement.nodeSelector."""
+    pod_annotations: dict[str, str] = field(default_factory=dict)
+    """Extra annotations on worker pods (JSON object), e.g. kwok stage controls in tests."""
+    sidecar_cpu: str = "100m"
+    """CPU request of the sidecar container."""
+    sidecar_memory: str = "128Mi"
+    """Memory request and limit of the sidecar container."""
+    requeue_s: float = 2.0
+    """Seconds before a reconcile that waits (e.g. for old workers to go) runs again."""
+    heartbeat_s: float = 10.0
+    """Seconds between heartbeats through the watch; the liveness probe fails after 6 missed ones."""
+    heartbeat_namespace: str = ""
+    """Namespace of the heartbeat ConfigMap (the operator's own); empty disables the heartbeat."""
+    max_workers: int = 20
+    """Threads running the synchronous Kubernetes client calls of handlers."""
+
+
+def _parse(name: str, raw: str, default: Any) -> Any:
+    env = ENV_PREFIX + name.upper()
+    try:
+        if isinstance(default, bool):
+            if raw.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return raw.lower() == "true"
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, tuple):
+            return tuple(p.strip() for p in raw.split(",") if p.strip())
+        if isinstance(default, list | dict):
+            value = json.loads(raw)
+            if not isinstance(value, type(default)):
+                raise ValueError(f"expected a JSON {type(default).__name__}")
+            return value
+        return raw
+    except ValueError as e:
+        raise SettingsError(f"{env}={raw!r} is not valid: {e}") from None
+
+
+def from_env(environ: Mapping[str, str]) -> Settings:
+    """Settings from ``environ``; unset variables keep the defaults.
+
+    Raises SettingsError naming the variable when a value does not parse.
+    """
+    base = Settings()
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        raw = environ.get(ENV_PREFIX + f.name.upper())
+        if raw is not None:
+            values[f.name] = _parse(f.name, raw, getattr(base, f.name))
+    settings = Settings(**values)
+    if settings.metrics_port <= 0 or settings.metrics_port > 65535:
+        raise SettingsError(
+            f"{ENV_PREFIX}METRICS_PORT must be a port number (1-65535), got {settings.metrics_port}"
+        )
+    return settings
+
+
+def from_os_environ() -> Settings:
+    """Settings from this process's environment."""
+    return from_env(os.environ)

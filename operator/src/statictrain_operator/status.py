@@ -1,0 +1,196 @@
+"""Status of a StaticTrainingJob from what the API server holds: pure, no I/O.
+
+``compute`` turns the observed worker Job (or its absence) and the current
+status into the status the job should have: phase, conditions with
+observedGeneration and lastTransitionTime, replica counts, selector. Fields
+other parts own (progress, compile, cost, anomalies, remediation) are never
+touched here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from statictrain import api
+
+from . import children
+
+
+def timestamp(now: datetime) -> str:
+    """RFC 3339 UTC with second precision, as Kubernetes writes times."""
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_timestamp(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Phase and the reason and message for it."""
+
+    phase: api.Phase
+    reason: str
+    message: str
+
+
+def _job_condition(job: Mapping[str, Any], *types: str) -> Mapping[str, Any] | None:
+    for cond in (job.get("status") or {}).get("conditions") or []:
+        if cond.get("type") in types and cond.get("status") == "True":
+            return cond  # type: ignore[no-any-return]
+    return None
+
+
+def verdict(spec: api.Spec, job: Mapping[str, Any] | None, current: api.Status) -> Verdict:
+    """The phase a job is in, given its worker Job (None when it does not exist)."""
+    suspended = bool(spec.get("suspend", False))
+    if job is None:
+        if suspended:
+            return Verdict("Suspended", "Suspended", "spec.suspend is true; no workers exist")
+        return Verdict("Pending", "WorkersMissing", "the worker Job does not exist yet")
+    done = _job_condition(job, "SuccessCriteriaMet", "Complete")
+    if done is not None:
+        return Verdict("Succeeded", "Completed", done.get("message") or "worker 0 finished")
+    failed = _job_condition(job, "FailureTarget", "Failed")
+    if failed is not None:
+        reason = failed.get("reason") or "WorkersFailed"
+        return Verdict("Failed", reason, failed.get("message") or "the workers failed")
+    if (job.get("spec") or {}).get("suspend"):
+        return Verdict("Suspended", "Suspended", "spec.suspend is true; worker pods were deleted")
+    js = job.get("status") or {}
+    want = int((job.get("spec") or {}).get("parallelism") or 0)
+    ready = int(js.get("ready") or 0)
+    failures = int(js.get("failed") or 0)
+    if want and ready >= want:
+        compiling = (current.get("compile") or {}).get("seconds") and not (current.get("progress") or {}).get(
+            "step"
+        )
+        if compiling:
+            return Verdict("Compiling", "Compiling", f"{ready}/{want} workers ready, compiling")
+        return Verdict("Running", "WorkersReady", f"{ready}/{want} workers ready")
+    if failures:
+        return Verdict(
+            "Restarting", "WorkerFailed", f"{failures} worker pod failure(s); {ready}/{want} ready"
+        )
+    return Verdict("Created", "WorkersStarting", f"{ready}/{want} workers ready")
+
+
+_CONDITION_OF_PHASE: Mapping[str, api.ConditionType] = {
+    "Running": "Running",
+    "Compiling": "Running",
+    "Restarting": "Restarting",
+    "Suspended": "Suspended",
+    "Succeeded": "Succeeded",
+    "Failed": "Failed",
+}
+
+
+def set_condition(
+    conditions: Sequence[api.Condition], new: api.Condition, now: datetime
+) -> list[api.Condition]:
+    """Conditions with `new` in place of its type; lastTransitionTime moves only when status changes."""
+    out: list[api.Condition] = []
+    found = False
+    for cond in conditions:
+        if cond.get("type") != new["type"]:
+            out.append(cond)
+            continue
+        found = True
+        changed = cond.get("status") != new["status"]
+        merged: api.Condition = {**new}
+        merged["lastTransitionTime"] = (
+            timestamp(now) if changed else cond.get("lastTransitionTime", timestamp(now))
+        )
+        out.append(merged)
+    if not found:
+        out.append({**new, "lastTransitionTime": timestamp(now)})
+    return out
+
+
+def conditions_for(
+    v: Verdict, job_exists: bool, generation: int, current: Sequence[api.Condition], now: datetime
+) -> list[api.Condition]:
+    """Created is always present; the others appear once true and turn False when the phase moves on."""
+    conds = list(current)
+    created: api.Condition = (
+        {
+            "type": "Created",
+            "status": "True",
+            "reason": "WorkersCreated",
+            "message": "worker Job and Service exist",
+        }
+        if job_exists
+        else {"type": "Created", "status": "False", "reason": v.reason, "message": v.message}
+    )
+    conds = set_condition(conds, {**created, "observedGeneration": generation}, now)
+    active = _CONDITION_OF_PHASE.get(v.phase)
+    present = {c.get("type") for c in conds}
+    for ctype in ("Running", "Restarting", "Suspended", "Succeeded", "Failed"):
+        if ctype == active:
+            new: api.Condition = {"type": ctype, "status": "True", "reason": v.reason, "message": v.message}
+        elif ctype in present:
+            new = {
+                "type": ctype,
+                "status": "False",
+                "reason": "PhaseChanged",
+                "message": f"phase is {v.phase}",
+            }
+        else:
+            continue
+        new["observedGeneration"] = generation
+        conds = set_condition(conds, new, now)
+    return conds
+
+
+def compute(
+    name: str,
+    spec: api.Spec,
+    *,
+    generation: int,
+    job: Mapping[str, Any] | None,
+    current: api.Status,
+    now: datetime,
+) -> api.Status:
+    """The operator-owned part of status.
+
+    A job that already Succeeded or Failed keeps that phase even if its
+    worker Job is gone (deleted by its TTL or by hand).
+    """
+    if current.get("phase") in api.FINISHED_PHASES and job is None:
+        return {}
+    v = verdict(spec, job, current)
+    js = (job or {}).get("status") or {}
+    out: api.Status = {
+        "phase": v.phase,
+        "observedGeneration": generation,
+        "replicas": int(js.get("active") or 0),
+        "readyReplicas": int(js.get("ready") or 0),
+        "restarts": int(js.get("failed") or 0),
+        "selector": children.selector(name),
+        "workers": {"job": children.worker_name(name), "service": children.worker_name(name)},
+        "conditions": conditions_for(v, job is not None, generation, current.get("conditions") or [], now),
+    }
+    if "startTime" in current:
+        out["startTime"] = current["startTime"]
+    elif v.phase in ("Running", "Compiling"):
+        out["startTime"] = js.get("startTime") or timestamp(now)
+    if v.phase in api.FINISHED_PHASES:
+        out["completionTime"] = current.get("completionTime") or js.get("completionTime") or timestamp(now)
+    return out
+
+
+def changed_fields(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
+    """The entries of `desired` that differ from `current` (a merge patch for status)."""
+    return {k: v for k, v in desired.items() if current.get(k) != v}
+
+
+def ttl_remaining(spec: api.Spec, current: api.Status, now: datetime) -> timedelta | None:
+    """Time until a finished job is due for deletion; None if it never is (or is not finished)."""
+    ttl = (spec.get("runPolicy") or {}).get("ttlSecondsAfterFinished")
+    done = current.get("completionTime")
+    if ttl is None or current.get("phase") not in api.FINISHED_PHASES or not done:
+        return None
+    return parse_timestamp(done) + timedelta(seconds=int(ttl)) - now

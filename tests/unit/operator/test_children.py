@@ -1,0 +1,221 @@
+"""Desired children: env, labels, resources, owner references, scheduling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from statictrain import api, envvars, labels
+from statictrain_operator import children
+from statictrain_operator.settings import Settings
+
+from . import builders as b
+
+SETTINGS = Settings(
+    sidecar_image="example.com/sidecar:1",
+    tolerations=[{"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"}],
+)
+
+
+def env_of(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def containers(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in job["spec"]["template"]["spec"]["containers"]}
+
+
+def test_every_child_has_the_four_labels_and_an_owner_reference() -> None:
+    o = b.owner()
+    job, svc = children.worker_job(o, SETTINGS), children.service(o)
+    want = {labels.JOB: "gpt2", labels.NAMESPACE: "team-nlp", labels.COMMIT: "3f2c1ab", labels.TEAM: "nlp"}
+    for obj in (job, svc, job["spec"]["template"]):
+        assert want.items() <= obj["metadata"]["labels"].items()
+    for obj in (job, svc):
+        (ref,) = obj["metadata"]["ownerReferences"]
+        assert ref == {
+            "apiVersion": "statictrain.io/v1alpha1",
+            "kind": "StaticTrainingJob",
+            "name": "gpt2",
+            "uid": "uid-1",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    assert job["spec"]["template"]["metadata"]["labels"][labels.ROLE] == "worker"
+
+
+def test_missing_commit_and_team_are_labelled_unknown() -> None:
+    lab = children.child_labels(b.owner(commit=None, team=None))
+    assert (lab[labels.COMMIT], lab[labels.TEAM]) == ("unknown", "unknown")
+
+
+def test_static_job_gets_torchrun_static_rendezvous_at_worker_0() -> None:
+    env = env_of(containers(children.worker_job(b.owner(), SETTINGS))["trainer"])
+    assert env[envvars.MASTER_ADDR] == "gpt2-worker-0.gpt2-worker"
+    assert env[envvars.MASTER_PORT] == "29500"
+    assert env[envvars.WORLD_SIZE] == "2"
+    assert env["PET_NNODES"] == "2"
+    assert env["PET_NPROC_PER_NODE"] == "1"
+    rank_ref = {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    assert env[envvars.NODE_RANK] == rank_ref
+    assert env["PET_NODE_RANK"] == rank_ref
+    assert "PET_RDZV_BACKEND" not in env
+
+
+def test_elastic_job_gets_c10d_rendezvous_over_min_max() -> None:
+    s = b.spec(
+        replicas=4,
+        elastic={"minReplicas": 2, "maxReplicas": 8, "maxRestarts": 5},
+        resources={"gpusPerReplica": 8},
+    )
+    env = env_of(containers(children.worker_job(b.owner(s), SETTINGS))["trainer"])
+    assert env["PET_NNODES"] == "2:8"
+    assert env["PET_RDZV_BACKEND"] == "c10d"
+    assert env["PET_RDZV_ENDPOINT"] == "gpt2-worker-0.gpt2-worker:29500"
+    assert env["PET_RDZV_ID"] == "uid-1"
+    assert env["PET_MAX_RESTARTS"] == "5"
+    assert env["PET_NPROC_PER_NODE"] == "8"
+
+
+def test_trainer_settings_reach_the_env() -> None:
+    s = b.spec(
+        compile={"mode": "max-autotune", "fullgraph": True, "autotune": "On"},
+        precision="fp16",
+        distributed={"bucketCapMB": 50},
+        training={"maxSteps": 1000},
+        checkpoint={"everySteps": 100, "path": "/data/ckpt"},
+        env=[{"name": "FOO", "value": "bar"}],
+    )
+    env = env_of(containers(children.worker_job(b.owner(s), SETTINGS))["trainer"])
+    assert env[envvars.ENTRYPOINT] == "mypkg.train:build"
+    assert env[envvars.COMPILE_MODE] == "max-autotune"
+    assert env[envvars.COMPILE_FULLGRAPH] == "true"
+    assert env[envvars.COMPILE_DYNAMIC] == "false"  # CRD default
+    assert env[envvars.COMPILE_CACHE] == "true"
+    assert env[envvars.AUTOTUNE] == "on"
+    assert env[envvars.PRECISION] == "fp16"
+    assert env[envvars.BUCKET_CAP_MB] == "50"
+    assert env[envvars.GRAD_ACCUM_STEPS] == "1"
+    assert env[envvars.MAX_STEPS] == "1000"
+    assert envvars.MAX_TOKENS not in env
+    assert env[envvars.CHECKPOINT_DIR] == "/data/ckpt"
+    assert env[envvars.CHECKPOINT_EVERY] == "100"
+    assert env["FOO"] == "bar"
+
+
+def test_pod_has_trainer_sidecar_shared_stats_dir_and_compile_cache() -> None:
+    job = children.worker_job(b.owner(), SETTINGS)
+    pod = job["spec"]["template"]["spec"]
+    c = containers(job)
+    assert c["trainer"]["command"] == ["torchrun", "--module", "statictrain_trainer.main"]
+    assert c["trainer"]["image"] == "registry.example.com/nlp/train:3f2c1ab"
+    assert c["sidecar"]["command"] == ["statictrain-sidecar"]
+    assert c["sidecar"]["image"] == "example.com/sidecar:1"
+    mounts = {m["name"]: m["mountPath"] for m in c["trainer"]["volumeMounts"]}
+    side_mounts = {m["name"]: m["mountPath"] for m in c["sidecar"]["volumeMounts"]}
+    assert mounts[children.STATS_VOLUME] == side_mounts[children.STATS_VOLUME] == SETTINGS.stats_dir
+    assert (
+        env_of(c["sidecar"])[envvars.STATS_DIR]
+        == env_of(c["trainer"])[envvars.STATS_DIR]
+        == SETTINGS.stats_dir
+    )
+    assert mounts[children.CACHE_VOLUME] == SETTINGS.compile_cache_dir
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes[children.STATS_VOLUME] == {"name": "stats", "emptyDir": {}}
+    assert volumes[children.CACHE_VOLUME] == {"name": "compile-cache", "emptyDir": {}}
+    assert pod["schedulerName"] == "statictrain-scheduler"
+    assert pod["subdomain"] == "gpt2-worker"
+    assert pod["restartPolicy"] == "Never"
+
+
+def test_compile_cache_and_checkpoint_claims_are_mounted_when_configured() -> None:
+    s = b.spec(checkpoint={"persistentVolumeClaim": "ckpts"})
+    job = children.worker_job(b.owner(s), Settings(compile_cache_claim="inductor-cache"))
+    volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
+    assert volumes[children.CACHE_VOLUME]["persistentVolumeClaim"] == {"claimName": "inductor-cache"}
+    assert volumes[children.CHECKPOINT_VOLUME]["persistentVolumeClaim"] == {"claimName": "ckpts"}
+
+
+@pytest.mark.parametrize(
+    ("resources", "want_requests", "want_limits"),
+    [
+        pytest.param({"gpusPerReplica": 8}, {"nvidia.com/gpu": "8"}, {"nvidia.com/gpu": "8"}, id="gpus"),
+        pytest.param(
+            {"gpusPerReplica": 0, "cpu": "500m", "memory": "1Gi"},
+            {"cpu": "500m", "memory": "1Gi"},
+            {"memory": "1Gi"},
+            id="cpu-only",
+        ),
+    ],
+)
+def test_resources(
+    resources: api.Resources, want_requests: dict[str, str], want_limits: dict[str, str]
+) -> None:
+    trainer = containers(children.worker_job(b.owner(b.spec(resources=resources)), SETTINGS))["trainer"]
+    assert trainer["resources"] == {"requests": want_requests, "limits": want_limits}
+
+
+def test_scheduling_constraints_from_spec_and_settings() -> None:
+    s = b.spec(
+        resources={"gpuModels": ["H100", "A100"]},
+        placement={
+            "capacityTypes": ["spot"],
+            "maxHourlyUSD": "12.5",
+            "nodeSelector": {"pool": "a"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists"}],
+        },
+    )
+    settings = Settings(
+        node_selector={"pool": "default", "zone": "z1"},
+        scheduler_name="custom",
+        tolerations=[{"key": "t", "operator": "Exists"}],
+    )
+    tpl = children.worker_job(b.owner(s), settings)["spec"]["template"]
+    pod = tpl["spec"]
+    assert pod["schedulerName"] == "custom"
+    assert pod["nodeSelector"] == {"pool": "a", "zone": "z1"}
+    assert pod["tolerations"] == [
+        {"key": "t", "operator": "Exists"},
+        {"key": "dedicated", "operator": "Exists"},
+    ]
+    term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ][0]
+    assert term["matchExpressions"] == [{"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["spot"]}]
+    assert tpl["metadata"]["annotations"] == {
+        api.GPU_MODELS_ANNOTATION: "H100,A100",
+        api.MAX_HOURLY_USD_ANNOTATION: "12.5",
+    }
+
+
+def test_job_level_policies() -> None:
+    s = b.spec(replicas=3, suspend=True, runPolicy={"backoffLimit": 7, "activeDeadlineSeconds": 3600})
+    js = children.worker_job(b.owner(s), SETTINGS)["spec"]
+    assert (js["completionMode"], js["completions"], js["parallelism"]) == ("Indexed", 3, 3)
+    assert js["suspend"] is True
+    assert js["backoffLimit"] == 7
+    assert js["activeDeadlineSeconds"] == 3600
+    assert js["podFailurePolicy"]["rules"] == [
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+    ]
+
+
+def test_service_is_headless_and_selects_the_workers() -> None:
+    svc = children.service(b.owner(b.spec(distributed={"masterPort": 23456})))
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["publishNotReadyAddresses"] is True
+    assert svc["spec"]["selector"] == {labels.JOB: "gpt2", labels.ROLE: "worker"}
+    assert svc["spec"]["ports"][0]["port"] == 23456
+    assert children.selector("gpt2") == "statictrain.io/job=gpt2,statictrain.io/role=worker"
+
+
+def test_template_hash_ignores_elastic_replicas_but_not_settings() -> None:
+    def h(**kw: Any) -> str:
+        return children.template_hash(
+            b.owner(b.spec(elastic={"minReplicas": 1, "maxReplicas": 8}, **kw)), SETTINGS
+        )
+
+    assert h(replicas=2) == h(replicas=5)
+    assert h(replicas=2) != h(replicas=2, precision="fp32")
+    static_2 = children.template_hash(b.owner(b.spec(replicas=2)), SETTINGS)
+    assert static_2 != children.template_hash(b.owner(b.spec(replicas=3)), SETTINGS)

@@ -1,0 +1,53 @@
+"""Settings from environment variables."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+import pytest
+from statictrain_operator import settings
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    assert settings.from_env({}) == settings.Settings()
+
+
+def test_values_are_parsed_by_type() -> None:
+    s = settings.from_env(
+        {
+            "STATICTRAIN_OPERATOR_NAMESPACES": "a, b,",
+            "STATICTRAIN_OPERATOR_SCHEDULER_NAME": "default-scheduler",
+            "STATICTRAIN_OPERATOR_METRICS_PORT": "9500",
+            "STATICTRAIN_OPERATOR_REQUEUE_S": "0.5",
+            "STATICTRAIN_OPERATOR_TOLERATIONS": '[{"key": "k", "operator": "Exists"}]',
+            "STATICTRAIN_OPERATOR_NODE_SELECTOR": '{"pool": "gpu"}',
+        }
+    )
+    assert s.namespaces == ("a", "b")
+    assert s.scheduler_name == "default-scheduler"
+    assert s.metrics_port == 9500
+    assert s.requeue_s == 0.5
+    assert s.tolerations == [{"key": "k", "operator": "Exists"}]
+    assert s.node_selector == {"pool": "gpu"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("METRICS_PORT", "http", "STATICTRAIN_OPERATOR_METRICS_PORT='http' is not valid"),
+        ("METRICS_PORT", "70000", "must be a port number"),
+        ("TOLERATIONS", '{"key": "k"}', "expected a JSON list"),
+        ("NODE_SELECTOR", "pool=gpu", "STATICTRAIN_OPERATOR_NODE_SELECTOR='pool=gpu' is not valid"),
+    ],
+)
+def test_bad_values_name_the_variable(name: str, value: str, message: str) -> None:
+    with pytest.raises(settings.SettingsError, match=message.replace("[", r"\[")):
+        settings.from_env({"STATICTRAIN_OPERATOR_" + name: value})
+
+
+def test_every_field_is_documented() -> None:
+    source = pathlib.Path(settings.__file__).read_text()
+    for f in dataclasses.fields(settings.Settings):
+        after = source.split(f"    {f.name}: ", 1)[1].split("\n", 2)[1]
+        assert after.strip().startswith('"""'), f"{f.name} has no docstring"
