@@ -1,0 +1,156 @@
+"""Sidecar settings: one dataclass filled from the worker pod's environment.
+
+The operator sets the variables (names in ``statictrain.envvars``); command-line
+flags of ``statictrain-sidecar`` override them. Bad values raise SettingsError
+with the variable's name and what to put there instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from statictrain import envvars
+
+__all__ = ["Identity", "Settings", "SettingsError"]
+
+MAX_LABEL_VALUE_CHARS = 253
+"""Longest identity label value kept (a Kubernetes object name's limit); longer ones are cut."""
+
+
+class SettingsError(ValueError):
+    """A setting has a value the sidecar cannot use; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Identity:
+    """Who this sidecar reports for: the labels on every metric it exports."""
+
+    job_name: str = ""
+    """StaticTrainingJob name (``STATICTRAIN_JOB``)."""
+    namespace: str = ""
+    """Namespace of the job (``STATICTRAIN_NAMESPACE``)."""
+    commit: str = ""
+    """Git commit of the training code (``STATICTRAIN_COMMIT``)."""
+    team: str = ""
+    """Team that owns the job (``STATICTRAIN_TEAM``)."""
+    pod: str = ""
+    """Worker pod name, from the downward API (``STATICTRAIN_POD``)."""
+    pod_uid: str = ""
+    """Worker pod UID, from the downward API (``STATICTRAIN_POD_UID``); cost is keyed by it."""
+
+    LABEL_NAMES = ("job_name", "namespace", "commit", "team", "pod", "pod_uid")
+
+    def label_values(self) -> list[str]:
+        """Values in the order of LABEL_NAMES."""
+        return [self.job_name, self.namespace, self.commit, self.team, self.pod, self.pod_uid]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the sidecar needs to run."""
+
+    identity: Identity = field(default_factory=Identity)
+    """Labels of every exported metric."""
+    stats_dir: Path | None = None
+    """Shared directory of the trainer channel (``STATICTRAIN_STATS_DIR``); None: no training
+    metrics and no profile requests, GPU metrics only."""
+    port: int = 9400
+    """TCP port of /metrics, /healthz and /profile (``STATICTRAIN_METRICS_PORT``); 0 picks a free one."""
+    bind: str = "0.0.0.0"
+    """Address the HTTP server listens on (``STATICTRAIN_METRICS_BIND``)."""
+    sample_interval_s: float = 1.0
+    """Seconds between background samples: channel tail, GPU busy-time integral, XID events
+    (``STATICTRAIN_SAMPLE_INTERVAL_S``); 0.01 to 60."""
+    gpus: tuple[str, ...] = ()
+    """GPUs to report, as NVML indices or UUIDs (``STATICTRAIN_SIDECAR_GPUS``, comma-separated);
+    empty: every GPU NVML sees in this container."""
+    nvml: bool = True
+    """False: do not load NVML at all (``STATICTRAIN_SIDECAR_NVML=false``); the sidecar reports
+    reason "disabled"."""
+    profile_max_steps: int = 50
+    """Largest N accepted by POST /profile?steps=N (``STATICTRAIN_PROFILE_MAX_STEPS``)."""
+    profile_timeout_s: float = 600.0
+    """A profile request the trainer has not taken within this many seconds is withdrawn
+    (``STATICTRAIN_PROFILE_TIMEOUT_S``)."""
+    profile_max_bytes: int = 1 << 30
+    """Bytes of captured profiles kept under ``profiles/``; the oldest are deleted beyond it
+    (``STATICTRAIN_PROFILE_MAX_BYTES``)."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise SettingsError(f"{envvars.METRICS_PORT}={self.port}: use a TCP port from 0 to 65535")
+        if not (math.isfinite(self.sample_interval_s) and 0.01 <= self.sample_interval_s <= 60):
+            raise SettingsError(
+                f"{envvars.SAMPLE_INTERVAL_S}={self.sample_interval_s}: use seconds from 0.01 to 60"
+            )
+        if not 1 <= self.profile_max_steps <= 10_000:
+            raise SettingsError(f"{envvars.PROFILE_MAX_STEPS}={self.profile_max_steps}: use 1 to 10000")
+        if not (math.isfinite(self.profile_timeout_s) and self.profile_timeout_s > 0):
+            raise SettingsError(f"{envvars.PROFILE_TIMEOUT_S}={self.profile_timeout_s}: use seconds > 0")
+        if self.profile_max_bytes < 0:
+            raise SettingsError(f"{envvars.PROFILE_MAX_BYTES}={self.profile_max_bytes}: use bytes >= 0")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Settings:
+        """Read every setting from ``env`` (pass ``os.environ``); unset or empty keeps the default."""
+        d = cls()
+        identity = Identity(
+            job_name=_label(env, envvars.JOB_NAME),
+            namespace=_label(env, envvars.JOB_NAMESPACE),
+            commit=_label(env, envvars.COMMIT),
+            team=_label(env, envvars.TEAM),
+            pod=_label(env, envvars.POD_NAME),
+            pod_uid=_label(env, envvars.POD_UID),
+        )
+        stats = env.get(envvars.STATS_DIR, "").strip()
+        gpus = tuple(g.strip() for g in env.get(envvars.SIDECAR_GPUS, "").split(",") if g.strip())
+        return cls(
+            identity=identity,
+            stats_dir=Path(stats) if stats else None,
+            port=_int(env, envvars.METRICS_PORT, d.port),
+            bind=env.get(envvars.METRICS_BIND, "").strip() or d.bind,
+            sample_interval_s=_float(env, envvars.SAMPLE_INTERVAL_S, d.sample_interval_s),
+            gpus=gpus,
+            nvml=_bool(env, envvars.SIDECAR_NVML, d.nvml),
+            profile_max_steps=_int(env, envvars.PROFILE_MAX_STEPS, d.profile_max_steps),
+            profile_timeout_s=_float(env, envvars.PROFILE_TIMEOUT_S, d.profile_timeout_s),
+            profile_max_bytes=_int(env, envvars.PROFILE_MAX_BYTES, d.profile_max_bytes),
+        )
+
+
+def _label(env: Mapping[str, str], name: str) -> str:
+    return env.get(name, "").strip()[:MAX_LABEL_VALUE_CHARS]
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not an integer: use digits, for example {default}") from None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SettingsError(f"{name}={raw!r} is not a number: use seconds, for example {default}") from None
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("true", "1", "yes", "on"):
+        return True
+    if raw in ("false", "0", "no", "off"):
+        return False
+    raise SettingsError(f"{name}={raw!r}: use true or false")
