@@ -1,0 +1,114 @@
+"""Answers to kube-scheduler's filter and prioritize calls (pure over a ClusterState).
+
+Wire format: k8s.io/kube-scheduler/extender/v1, whose Go structs have no JSON
+tags, so keys are the Go field names (``Pod``, ``Nodes``, ``NodeNames``,
+``FailedNodes``, ``FailedAndUnresolvableNodes``, ``Error``; ``Host``/``Score``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .nodes import NodeInfo, node_from_object
+from .policy import PodView, PolicyError, pod_view, violation
+from .scoring import Weights, score_nodes
+from .state import ClusterState
+
+__all__ = ["BadRequestError", "filter_result", "parse_args", "prioritize_result"]
+
+UNKNOWN_NODE = "node not in the extender's cache yet"
+
+
+class BadRequestError(ValueError):
+    """The request body is not an ExtenderArgs object."""
+
+
+def parse_args(body: object) -> tuple[Mapping[str, Any], list[str], dict[str, NodeInfo]]:
+    """Pod, candidate node names, and node objects sent inline (when not nodeCacheCapable)."""
+    if not isinstance(body, dict):
+        raise BadRequestError("body must be a JSON object with Pod and NodeNames (ExtenderArgs)")
+    pod = body.get("Pod")
+    if not isinstance(pod, dict):
+        raise BadRequestError("ExtenderArgs.Pod must be a Pod object")
+    names = body.get("NodeNames")
+    inline: dict[str, NodeInfo] = {}
+    if names is None:
+        nodes = body.get("Nodes")
+        items = nodes.get("items") if isinstance(nodes, dict) else None
+        if not isinstance(items, list):
+            raise BadRequestError("ExtenderArgs needs NodeNames (nodeCacheCapable) or Nodes.items")
+        for item in items:
+            if isinstance(item, dict):
+                info = node_from_object(item)
+                inline[info.name] = info
+        names = list(inline)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise BadRequestError("ExtenderArgs.NodeNames must be a list of strings")
+    return pod, names, inline
+
+
+def _view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView | str:
+    try:
+        return pod_view(pod, scheduler_names)
+    except PolicyError as err:
+        return str(err)
+
+
+def filter_result(state: ClusterState, body: object, scheduler_names: frozenset[str]) -> dict[str, Any]:
+    """ExtenderFilterResult; a malformed body gets ``Error`` set (the scheduler then ignores us)."""
+    try:
+        pod, names, inline = parse_args(body)
+    except BadRequestError as err:
+        return {"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": str(err)}
+    view = _view(pod, scheduler_names)
+    if isinstance(view, str):
+        return {
+            "NodeNames": [],
+            "FailedNodes": {},
+            "FailedAndUnresolvableNodes": dict.fromkeys(names, view),
+            "Error": "",
+        }
+    if not view.managed or not view.policy.constrained:
+        return {"NodeNames": names, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""}
+    nodes = state.nodes
+    passed: list[str] = []
+    failed: dict[str, str] = {}
+    unresolvable: dict[str, str] = {}
+    for name in names:
+        info = inline.get(name) or nodes.get(name)
+        if info is None:
+            failed[name] = UNKNOWN_NODE
+            continue
+        reason = violation(info, view.policy)
+        if reason is None:
+            passed.append(name)
+        else:
+            # A node's labels and price do not change by preempting pods on it.
+            unresolvable[name] = reason
+    return {
+        "NodeNames": passed,
+        "FailedNodes": failed,
+        "FailedAndUnresolvableNodes": unresolvable,
+        "Error": "",
+    }
+
+
+def prioritize_result(
+    state: ClusterState, body: object, scheduler_names: frozenset[str], weights: Weights
+) -> list[dict[str, Any]]:
+    """HostPriorityList; raises :class:`BadRequestError` for a malformed body."""
+    pod, names, inline = parse_args(body)
+    view = _view(pod, scheduler_names)
+    if isinstance(view, str) or not view.managed:
+        return [{"Host": name, "Score": 0} for name in names]
+    nodes = state.nodes
+    known: list[NodeInfo] = []
+    for name in names:
+        info = inline.get(name) or nodes.get(name)
+        if info is not None:
+            known.append(info)
+    throughput = None if view.uniform_throughput else state.throughput_for(view.job_key)
+    scores = score_nodes(known, view.gpu_milli > 0, throughput, state.used_gpu_milli, weights)
+    by_name = {info.name: score for info, score in zip(known, scores, strict=True)}
+    return [{"Host": name, "Score": by_name.get(name, 0)} for name in names]

@@ -1,0 +1,127 @@
+"""List and watch Nodes (and Pods) into the ClusterState: the only module that talks to the API server.
+
+The kubernetes client is synchronous, so each watch runs in its own daemon
+thread and hands events to the event loop with ``call_soon_threadsafe``; the
+state is only ever changed on the loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from .state import ClusterState
+
+__all__ = ["api_client", "start_watches"]
+
+log = logging.getLogger(__name__)
+
+_WATCH_TIMEOUT_S = 300
+_RETRY_S = 2.0
+
+
+def api_client(kubeconfig: str) -> client.ApiClient:
+    """An API client from a kubeconfig path, or the in-cluster service account when empty."""
+    if kubeconfig:
+        api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
+        return api
+    cfg = client.Configuration()
+    config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    return client.ApiClient(cfg)
+
+
+def _watch_loop(
+    list_fn: Callable[..., Any],
+    *,
+    on_list: Callable[[list[dict[str, Any]]], None],
+    on_event: Callable[[str, dict[str, Any]], None],
+    stop: threading.Event,
+    kind: str,
+    selectors: dict[str, str],
+) -> None:
+    while not stop.is_set():
+        try:
+            raw = list_fn(_preload_content=False, **selectors)
+            body = orjson.loads(raw.data)
+            on_list(body.get("items") or [])
+            version = body["metadata"]["resourceVersion"]
+            stream = watch.Watch()  # type: ignore[no-untyped-call]
+            for event in stream.stream(  # type: ignore[no-untyped-call]
+                list_fn,
+                resource_version=version,
+                timeout_seconds=_WATCH_TIMEOUT_S,
+                allow_watch_bookmarks=True,
+                **selectors,
+            ):
+                if stop.is_set():
+                    stream.stop()  # type: ignore[no-untyped-call]
+                    break
+                kind_of_event = event.get("type", "")
+                obj = event.get("raw_object") or {}
+                if kind_of_event == "ERROR":
+                    log.info("%s watch ended (%s); relisting", kind, obj.get("message", obj))
+                    break
+                if kind_of_event != "BOOKMARK":
+                    on_event(kind_of_event, obj)
+        except (ApiException, OSError, ValueError, KeyError) as err:
+            log.warning("%s list/watch failed, retrying in %.0f s: %s", kind, _RETRY_S, err)
+            stop.wait(_RETRY_S)
+        except Exception:  # the thread must not die silently
+            log.exception("%s watch crashed, retrying", kind)
+            stop.wait(_RETRY_S)
+
+
+def start_watches(
+    api: client.ApiClient, state: ClusterState, loop: asyncio.AbstractEventLoop, watch_pods: bool
+) -> threading.Event:
+    """Start the node (and pod) watch threads; set the returned event to stop them."""
+    stop = threading.Event()
+    core = client.CoreV1Api(api)
+
+    def node_event(kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            state.delete_node(str((obj.get("metadata") or {}).get("name", "")))
+        else:
+            state.upsert_node(obj)
+
+    def pod_event(kind: str, obj: dict[str, Any]) -> None:
+        if kind == "DELETED":
+            state.delete_pod(str((obj.get("metadata") or {}).get("uid", "")))
+        else:
+            state.upsert_pod(obj)
+
+    def on_loop(fn: Callable[..., None]) -> Callable[..., None]:
+        def call(*args: Any) -> None:
+            loop.call_soon_threadsafe(fn, *args)
+
+        return call
+
+    target_type = tuple[str, Callable[..., Any], Callable[..., None], Callable[..., None], dict[str, str]]
+    targets: list[target_type] = [("nodes", core.list_node, state.replace_nodes, node_event, {})]
+    if watch_pods:
+        # Only bound pods hold GPUs on a node.
+        bound = {"field_selector": "spec.nodeName!="}
+        targets.append(("pods", core.list_pod_for_all_namespaces, state.replace_pods, pod_event, bound))
+    for kind, list_fn, on_list, on_event, selectors in targets:
+        thread = threading.Thread(
+            target=_watch_loop,
+            args=(list_fn,),
+            kwargs={
+                "on_list": on_loop(on_list),
+                "on_event": on_loop(on_event),
+                "stop": stop,
+                "kind": kind,
+                "selectors": selectors,
+            },
+            name=f"watch-{kind}",
+            daemon=True,
+        )
+        thread.start()
+    return stop

@@ -1,0 +1,90 @@
+"""Entry point: ``statictrain-extender`` (settings from environment variables, see settings.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+import sys
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import CollectorRegistry
+
+from .kubewatch import api_client, start_watches
+from .server import build_app
+from .settings import ExtenderSettings, SettingsError
+from .state import ClusterState
+from .stepstats import refresh_forever
+
+__all__ = ["main", "make_app"]
+
+log = logging.getLogger("statictrain_extender")
+
+
+def make_app(settings: ExtenderSettings) -> web.Application:
+    """The application with its background work: watches, and the step-time refresher when configured."""
+    state = ClusterState()
+    app = build_app(state, settings.scheduler_names, settings.weights, CollectorRegistry())
+
+    async def background(app: web.Application) -> AsyncIterator[None]:
+        loop = asyncio.get_running_loop()
+        stop = start_watches(api_client(settings.kubeconfig), state, loop, settings.watch_pods)
+        refresher: asyncio.Task[None] | None = None
+        session: aiohttp.ClientSession | None = None
+        if settings.prometheus_url:
+            session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
+            refresher = asyncio.create_task(
+                refresh_forever(
+                    session,
+                    prometheus_url=settings.prometheus_url,
+                    window_seconds=settings.step_window_seconds,
+                    interval_seconds=settings.refresh_seconds,
+                    state=state,
+                )
+            )
+        yield
+        stop.set()
+        if refresher is not None:
+            refresher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await refresher
+        if session is not None:
+            await session.close()
+
+    app.cleanup_ctx.append(background)
+    return app
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = ExtenderSettings.from_env()
+    except SettingsError as err:
+        print(f"statictrain-extender: {err}", file=sys.stderr)
+        raise SystemExit(2) from None
+    tls: ssl.SSLContext | None = None
+    if settings.tls_cert_file:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    log.info(
+        "listening on %s:%d (%s), judging pods of %s",
+        settings.host,
+        settings.port,
+        "https" if tls else "http",
+        sorted(settings.scheduler_names),
+    )
+    web.run_app(
+        make_app(settings),
+        host=settings.host,
+        port=settings.port,
+        ssl_context=tls,
+        access_log=None,
+        print=None,
+    )
+
+
+if __name__ == "__main__":
+    main()

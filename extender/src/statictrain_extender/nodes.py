@@ -1,0 +1,109 @@
+"""What the extender knows about a node, read from the Node object (pure).
+
+Prices come from the annotations the price annotator writes
+(``statictrain.io/gpu-hourly-cost-usd``, ``statictrain.io/hourly-cost-usd``);
+they are strings with decimals and are parsed with :class:`decimal.Decimal`.
+A node without a usable price has ``gpu_hourly_usd = None``: it is never
+treated as free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from statictrain import labels
+
+from .gpus import gpu_family
+
+__all__ = [
+    "GPU_MILLI_RESOURCE",
+    "NodeInfo",
+    "gpu_milli_of_requests",
+    "node_from_object",
+    "parse_quantity_int",
+]
+
+# Extended resource for GPU sharing (a fraction of a GPU in milli-GPU), used by
+# the trace replay; one whole nvidia.com/gpu counts as 1000.
+GPU_MILLI_RESOURCE = "statictrain.io/gpu-milli"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One node as the extender scores it."""
+
+    name: str
+    """Node name."""
+    gpu_family: str
+    """Short GPU family (``H100``, ``A100``, ...); "" for nodes without GPUs."""
+    gpus: int
+    """Allocatable ``nvidia.com/gpu``."""
+    capacity_type: str
+    """``spot`` or ``on-demand`` (label ``karpenter.sh/capacity-type``); "" if unlabelled."""
+    hourly_usd: float | None
+    """Whole-node price per hour, None when unknown or unparsable."""
+    gpu_hourly_usd: float | None
+    """Price per GPU-hour: the annotation, else hourly / gpus; None when unknown."""
+
+
+def parse_quantity_int(value: object) -> int:
+    """Parse an integer Kubernetes quantity ("8", "8k", 8); 0 for anything else."""
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if not isinstance(value, str):
+        return 0
+    text = value.strip()
+    scale = 1
+    if text.endswith("k"):
+        text, scale = text[:-1], 1000
+    try:
+        return max(int(Decimal(text) * scale), 0)
+    except (InvalidOperation, ValueError):
+        return 0
+
+
+def _price(value: object) -> float | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        price = Decimal(value.strip())
+    except InvalidOperation:
+        return None
+    if not price.is_finite() or price <= 0:
+        return None
+    return float(price)
+
+
+def node_from_object(obj: Mapping[str, Any]) -> NodeInfo:
+    """Build a :class:`NodeInfo` from a Node as the API server returns it (camelCase JSON)."""
+    meta = obj.get("metadata") or {}
+    node_labels: Mapping[str, str] = meta.get("labels") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    status = obj.get("status") or {}
+    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    gpus = parse_quantity_int(allocatable.get(labels.GPU_RESOURCE, 0))
+    hourly = _price(annotations.get(labels.HOURLY_COST))
+    gpu_hourly = _price(annotations.get(labels.GPU_HOURLY_COST))
+    if gpu_hourly is None and hourly is not None and gpus > 0:
+        gpu_hourly = hourly / gpus
+    capacity_type = node_labels.get(labels.CAPACITY_TYPE) or annotations.get(labels.PRICE_CAPACITY_TYPE) or ""
+    return NodeInfo(
+        name=str(meta.get("name", "")),
+        gpu_family=gpu_family(node_labels.get(labels.GPU_PRODUCT, "")),
+        gpus=gpus,
+        capacity_type=capacity_type.strip().lower(),
+        hourly_usd=hourly,
+        gpu_hourly_usd=gpu_hourly,
+    )
+
+
+def gpu_milli_of_requests(requests: Mapping[str, Any]) -> int:
+    """GPU demand of one container's requests (or limits) in milli-GPU."""
+    whole = parse_quantity_int(requests.get(labels.GPU_RESOURCE, 0))
+    shared = parse_quantity_int(requests.get(GPU_MILLI_RESOURCE, 0))
+    return whole * 1000 + shared

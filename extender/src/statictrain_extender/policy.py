@@ -1,0 +1,154 @@
+"""A pod's placement policy and the filter decision (pure).
+
+The operator copies a job's ``spec.placement`` and ``spec.resources.gpuModels``
+onto each worker pod as annotations (keys below); the extender reads only the
+pod it is asked about, so a decision never needs another API call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from statictrain import labels
+
+from .gpus import gpu_family
+from .nodes import NodeInfo, gpu_milli_of_requests
+
+__all__ = [
+    "CAPACITY_TYPES_ANNOTATION",
+    "GPU_MODELS_ANNOTATION",
+    "MAX_HOURLY_ANNOTATION",
+    "THROUGHPUT_ANNOTATION",
+    "PlacementPolicy",
+    "PodView",
+    "PolicyError",
+    "pod_gpu_milli",
+    "pod_view",
+    "violation",
+]
+
+CAPACITY_TYPES_ANNOTATION = f"{labels.GROUP}/capacity-types"  # "spot,on-demand"
+GPU_MODELS_ANNOTATION = f"{labels.GROUP}/gpu-models"  # "H100,A100"
+MAX_HOURLY_ANNOTATION = f"{labels.GROUP}/max-hourly-usd"  # "100" (whole-node price cap)
+# "model" (default): a faster GPU finishes the work sooner; "uniform": the pod runs
+# for the same time on any GPU (services, fixed-length tasks), so only price counts.
+THROUGHPUT_ANNOTATION = f"{labels.GROUP}/gpu-throughput"
+
+_CAPACITY_TYPES = frozenset({"spot", "on-demand"})
+
+
+class PolicyError(ValueError):
+    """A placement annotation that cannot be understood; the message says what to fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementPolicy:
+    """Where a job's pods may run; empty fields mean "no constraint"."""
+
+    capacity_types: frozenset[str] = frozenset()
+    """Allowed ``karpenter.sh/capacity-type`` values."""
+    gpu_families: frozenset[str] = frozenset()
+    """Allowed GPU families (``H100``, ``A100``, ...)."""
+    max_hourly_usd: float | None = None
+    """Highest acceptable whole-node price per hour."""
+
+    @property
+    def constrained(self) -> bool:
+        return bool(self.capacity_types or self.gpu_families or self.max_hourly_usd is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class PodView:
+    """The parts of a pod the extender decides on."""
+
+    managed: bool
+    """Scheduled by a statictrain profile (else it gets a neutral answer)."""
+    policy: PlacementPolicy
+    """Its placement policy."""
+    gpu_milli: int
+    """GPUs requested, in milli-GPU."""
+    job_key: tuple[str, str] | None
+    """(namespace, job name) for measured throughput, None when not a job's pod."""
+    uniform_throughput: bool = False
+    """The pod's run time does not depend on the GPU model (annotation gpu-throughput: uniform)."""
+
+
+def _split(value: str) -> list[str]:
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def policy_from_annotations(annotations: Mapping[str, str]) -> PlacementPolicy:
+    """Parse the placement annotations; raises :class:`PolicyError` on bad values."""
+    capacity = frozenset(item.lower() for item in _split(annotations.get(CAPACITY_TYPES_ANNOTATION, "")))
+    unknown = capacity - _CAPACITY_TYPES
+    if unknown:
+        raise PolicyError(
+            f"annotation {CAPACITY_TYPES_ANNOTATION} has {sorted(unknown)}; "
+            "use a comma list of spot, on-demand"
+        )
+    families = frozenset(gpu_family(item) for item in _split(annotations.get(GPU_MODELS_ANNOTATION, "")))
+    raw_max = annotations.get(MAX_HOURLY_ANNOTATION)
+    max_hourly: float | None = None
+    if raw_max is not None and raw_max.strip():
+        try:
+            parsed = Decimal(raw_max.strip())
+        except InvalidOperation:
+            parsed = Decimal(-1)
+        if not parsed.is_finite() or parsed <= 0:
+            raise PolicyError(
+                f'annotation {MAX_HOURLY_ANNOTATION}={raw_max!r} is not a positive decimal such as "12.50"'
+            )
+        max_hourly = float(parsed)
+    return PlacementPolicy(capacity_types=capacity, gpu_families=families, max_hourly_usd=max_hourly)
+
+
+def pod_gpu_milli(spec: Mapping[str, Any]) -> int:
+    """GPUs requested by a pod spec (all containers), in milli-GPU."""
+    total = 0
+    for container in spec.get("containers") or []:
+        resources = container.get("resources") or {}
+        requests = resources.get("requests") or resources.get("limits") or {}
+        total += gpu_milli_of_requests(requests)
+    return total
+
+
+def pod_view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView:
+    """Read a pod (camelCase JSON). Raises :class:`PolicyError` for bad annotations of managed pods."""
+    spec = pod.get("spec") or {}
+    meta = pod.get("metadata") or {}
+    managed = spec.get("schedulerName") in scheduler_names
+    if not managed:
+        return PodView(managed=False, policy=PlacementPolicy(), gpu_milli=0, job_key=None)
+    pod_labels: Mapping[str, str] = meta.get("labels") or {}
+    annotations: Mapping[str, str] = meta.get("annotations") or {}
+    job = pod_labels.get(labels.JOB)
+    namespace = str(meta.get("namespace") or "default")
+    mode = annotations.get(THROUGHPUT_ANNOTATION, "model").strip().lower()
+    if mode not in ("model", "uniform"):
+        raise PolicyError(f"annotation {THROUGHPUT_ANNOTATION}={mode!r} must be model or uniform")
+    return PodView(
+        managed=True,
+        policy=policy_from_annotations(annotations),
+        gpu_milli=pod_gpu_milli(spec),
+        job_key=(namespace, job) if job else None,
+        uniform_throughput=mode == "uniform",
+    )
+
+
+def violation(node: NodeInfo, policy: PlacementPolicy) -> str | None:
+    """Why ``node`` breaks ``policy``, or None when it is eligible."""
+    if policy.capacity_types and node.capacity_type not in policy.capacity_types:
+        shown = node.capacity_type or "unlabelled"
+        return f"capacity type {shown} not in {sorted(policy.capacity_types)}"
+    if policy.gpu_families and node.gpu_family not in policy.gpu_families:
+        shown = node.gpu_family or "no GPU"
+        return f"GPU model {shown} not in {sorted(policy.gpu_families)}"
+    if policy.max_hourly_usd is not None:
+        if node.hourly_usd is None:
+            return "node has no price annotation; cannot check max-hourly-usd"
+        if node.hourly_usd > policy.max_hourly_usd:
+            return f"hourly price {node.hourly_usd:.4f} above max {policy.max_hourly_usd:.4f}"
+    return None

@@ -1,0 +1,114 @@
+"""Prioritize scores: expected dollars per unit of work, plus packing (pure).
+
+For each candidate node::
+
+    cost_per_work = price per GPU-hour / relative throughput of its GPU for this job
+    cost_score    = cheapest cost_per_work among candidates / this node's   (1 = cheapest)
+    pack_score    = fraction of the node's GPUs already allocated           (1 = full)
+    score         = round(MAX_SCORE * (w_cost * cost_score + w_pack * pack_score) / (w_cost + w_pack))
+
+Pods without GPUs use the whole-node price instead of the per-GPU one. A node
+without a price gets cost_score 0: unknown is never cheap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from .gpus import DEFAULT_RELATIVE_THROUGHPUT
+from .nodes import NodeInfo
+
+__all__ = ["MAX_SCORE", "Weights", "cost_per_work", "job_throughput", "pack_fraction", "score_nodes"]
+
+MAX_SCORE = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
+
+
+@dataclass(frozen=True, slots=True)
+class Weights:
+    """Relative weights of the two terms; both ≥ 0, not both 0."""
+
+    cost: float = 1.0
+    """Weight of dollars per unit of work."""
+    pack: float = 1.0
+    """Weight of preferring partly used nodes (so empty ones can be removed)."""
+    unknown_throughput: float = 0.1
+    """Relative throughput assumed for a GPU family missing from every table."""
+
+    def __post_init__(self) -> None:
+        if self.cost < 0 or self.pack < 0 or self.cost + self.pack <= 0:
+            raise ValueError(f"weights must be >= 0 and not both 0, got cost={self.cost} pack={self.pack}")
+        if self.unknown_throughput <= 0:
+            raise ValueError(f"unknown_throughput must be > 0, got {self.unknown_throughput}")
+
+
+def job_throughput(
+    step_seconds: Mapping[str, float],
+    defaults: Mapping[str, float] = DEFAULT_RELATIVE_THROUGHPUT,
+) -> dict[str, float]:
+    """Relative throughput per GPU family for one job.
+
+    Families where the job has measured mean step seconds (per GPU, same
+    per-GPU batch) use 1/step, scaled so that the geometric mean over the
+    measured families that also have a default equals the defaults' geometric
+    mean over them; the other families keep the default table's figure.
+    """
+    measured = {f: s for f, s in step_seconds.items() if math.isfinite(s) and s > 0}
+    result = dict(defaults)
+    if not measured:
+        return result
+    anchors = [f for f in measured if f in defaults]
+    if anchors:
+        log_scale = sum(math.log(defaults[f] * measured[f]) for f in anchors) / len(anchors)
+        scale = math.exp(log_scale)
+    else:
+        scale = 1.0
+    for family, seconds in measured.items():
+        result[family] = scale / seconds
+    return result
+
+
+def cost_per_work(
+    node: NodeInfo, gpu_pod: bool, throughput: Mapping[str, float] | None, unknown_throughput: float
+) -> float | None:
+    """Dollars per hour per unit of relative throughput; None when the node has no price.
+
+    ``throughput=None`` means the pod's run time does not depend on the GPU
+    model (a fixed-duration service or batch task): cost is the GPU-hour price.
+    """
+    if not gpu_pod:
+        return node.hourly_usd
+    if node.gpu_hourly_usd is None:
+        return None
+    if throughput is None:
+        return node.gpu_hourly_usd
+    return node.gpu_hourly_usd / throughput.get(node.gpu_family, unknown_throughput)
+
+
+def pack_fraction(node: NodeInfo, used_gpu_milli: int) -> float:
+    """Share of the node's GPUs already allocated, in [0, 1]."""
+    if node.gpus <= 0:
+        return 0.0
+    return min(max(used_gpu_milli / (node.gpus * 1000), 0.0), 1.0)
+
+
+def score_nodes(
+    nodes: Sequence[NodeInfo],
+    gpu_pod: bool,
+    throughput: Mapping[str, float] | None,
+    used_gpu_milli: Mapping[str, int],
+    weights: Weights,
+) -> list[int]:
+    """One score in [0, MAX_SCORE] per node, same order as ``nodes``."""
+    costs = [cost_per_work(n, gpu_pod, throughput, weights.unknown_throughput) for n in nodes]
+    known = [c for c in costs if c is not None and c > 0]
+    cheapest = min(known) if known else None
+    total = weights.cost + weights.pack
+    scores: list[int] = []
+    for node, cost in zip(nodes, costs, strict=True):
+        cost_score = cheapest / cost if cheapest is not None and cost is not None and cost > 0 else 0.0
+        pack = pack_fraction(node, used_gpu_milli.get(node.name, 0)) if gpu_pod else 0.0
+        value = MAX_SCORE * (weights.cost * cost_score + weights.pack * pack) / total
+        scores.append(min(MAX_SCORE, max(0, round(value))))
+    return scores

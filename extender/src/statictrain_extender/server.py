@@ -1,0 +1,130 @@
+"""The HTTP(S) server: /scheduler/filter, /scheduler/prioritize, /healthz, /metrics.
+
+Handlers parse with orjson, call the pure functions in :mod:`.decisions` on the
+cached :class:`~statictrain_extender.state.ClusterState`, and answer; nothing
+here waits on the API server or Prometheus.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+from statictrain import metrics
+
+from .decisions import BadRequestError, filter_result, prioritize_result
+from .scoring import Weights
+from .state import ClusterState
+
+__all__ = ["ExtenderMetrics", "build_app"]
+
+JSON = "application/json"
+
+
+class _StateCollector(Collector):
+    """Reads the cache size fresh at each scrape."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        gauge = GaugeMetricFamily(metrics.EXTENDER_NODES_CACHED, "Nodes in the extender's watch cache.")
+        gauge.add_metric([], len(self._state.nodes))
+        yield gauge
+
+
+class ExtenderMetrics:
+    """Request counters and latency histograms, registered on an injected registry."""
+
+    def __init__(self, registry: CollectorRegistry, state: ClusterState) -> None:
+        self.registry = registry
+        self.requests = Counter(
+            metrics.EXTENDER_REQUESTS_TOTAL.removesuffix("_total"),
+            "Extender calls by verb and outcome.",
+            ["verb", "outcome"],
+            registry=registry,
+        )
+        self.seconds = Histogram(
+            metrics.EXTENDER_REQUEST_SECONDS,
+            "Time to answer one extender call.",
+            ["verb"],
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            registry=registry,
+        )
+        registry.register(_StateCollector(state))
+
+
+def build_app(
+    state: ClusterState,
+    scheduler_names: frozenset[str],
+    weights: Weights,
+    registry: CollectorRegistry,
+    clock: Callable[[], float] = time.perf_counter,
+) -> web.Application:
+    """The aiohttp application; background tasks are attached by the caller (see main.py)."""
+    stats = ExtenderMetrics(registry, state)
+
+    def timed(
+        verb: str, handler: Callable[[bytes], web.Response]
+    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+        async def run(request: web.Request) -> web.Response:
+            start = clock()
+            resp = handler(await request.read())
+            stats.seconds.labels(verb).observe(clock() - start)
+            stats.requests.labels(verb, "ok" if resp.status == 200 else "error").inc()
+            return resp
+
+        return run
+
+    def decode(body: bytes) -> object:
+        try:
+            return orjson.loads(body)
+        except orjson.JSONDecodeError as err:
+            raise BadRequestError(f"body is not JSON: {err}") from None
+
+    def do_filter(body: bytes) -> web.Response:
+        try:
+            args = decode(body)
+        except BadRequestError as err:
+            out: dict[str, object] = {
+                "NodeNames": None,
+                "FailedNodes": {},
+                "FailedAndUnresolvableNodes": {},
+                "Error": str(err),
+            }
+            return web.Response(body=orjson.dumps(out), content_type=JSON)
+        out = filter_result(state, args, scheduler_names)
+        return web.Response(body=orjson.dumps(out), content_type=JSON)
+
+    def do_prioritize(body: bytes) -> web.Response:
+        try:
+            out = prioritize_result(state, decode(body), scheduler_names, weights)
+        except BadRequestError as err:
+            return web.Response(status=400, body=orjson.dumps({"Error": str(err)}), content_type=JSON)
+        return web.Response(body=orjson.dumps(out), content_type=JSON)
+
+    async def healthz(_: web.Request) -> web.Response:
+        body = {
+            "nodesSynced": state.nodes_synced,
+            "podsSynced": state.pods_synced,
+            "nodesCached": len(state.nodes),
+            "prometheusOk": state.prometheus_ok,
+        }
+        return web.Response(
+            status=200 if state.nodes_synced else 503, body=orjson.dumps(body), content_type=JSON
+        )
+
+    async def metrics_page(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
+
+    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app.router.add_post("/scheduler/filter", timed("filter", do_filter))
+    app.router.add_post("/scheduler/prioritize", timed("prioritize", do_prioritize))
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics_page)
+    return app

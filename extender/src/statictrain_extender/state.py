@@ -1,0 +1,94 @@
+"""The extender's cached view of the cluster, fed by watches and the Prometheus refresher.
+
+Requests only read it; the background tasks write it. Each field is replaced
+or updated by single dict operations, so a reader on the event loop never sees
+a half-built value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .gpus import DEFAULT_RELATIVE_THROUGHPUT
+from .nodes import NodeInfo, node_from_object
+from .policy import pod_gpu_milli
+from .scoring import job_throughput
+
+__all__ = ["ClusterState", "JobKey"]
+
+JobKey = tuple[str, str]  # (namespace, job name)
+
+_DONE_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+class ClusterState:
+    """Nodes, GPU allocations per node, and per-job measured throughput."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeInfo] = {}
+        self._pods: dict[str, tuple[str, int]] = {}  # pod uid -> (node, gpu milli)
+        self.used_gpu_milli: dict[str, int] = {}
+        self._throughput: dict[JobKey, dict[str, float]] = {}
+        self.nodes_synced = False
+        self.pods_synced = False
+        self.prometheus_ok: bool | None = None  # None: never tried
+
+    # --- nodes
+    def upsert_node(self, obj: Mapping[str, Any]) -> None:
+        info = node_from_object(obj)
+        if info.name:
+            self.nodes[info.name] = info
+
+    def delete_node(self, name: str) -> None:
+        self.nodes.pop(name, None)
+
+    def replace_nodes(self, objs: list[Mapping[str, Any]]) -> None:
+        fresh = {info.name: info for info in map(node_from_object, objs) if info.name}
+        self.nodes = fresh
+        self.nodes_synced = True
+
+    # --- pods (GPU allocations)
+    def upsert_pod(self, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        spec = obj.get("spec") or {}
+        node = spec.get("nodeName")
+        phase = (obj.get("status") or {}).get("phase")
+        if not uid:
+            return
+        if not node or phase in _DONE_PHASES:
+            self.delete_pod(uid)
+            return
+        milli = pod_gpu_milli(spec)
+        self.delete_pod(uid)
+        if milli > 0:
+            self._pods[uid] = (node, milli)
+            self.used_gpu_milli[node] = self.used_gpu_milli.get(node, 0) + milli
+
+    def delete_pod(self, uid: str) -> None:
+        old = self._pods.pop(uid, None)
+        if old is None:
+            return
+        node, milli = old
+        left = self.used_gpu_milli.get(node, 0) - milli
+        if left > 0:
+            self.used_gpu_milli[node] = left
+        else:
+            self.used_gpu_milli.pop(node, None)
+
+    def replace_pods(self, objs: list[Mapping[str, Any]]) -> None:
+        self._pods.clear()
+        self.used_gpu_milli = {}
+        for obj in objs:
+            self.upsert_pod(obj)
+        self.pods_synced = True
+
+    # --- measured throughput
+    def set_step_seconds(self, table: Mapping[JobKey, Mapping[str, float]]) -> None:
+        self._throughput = {key: job_throughput(steps) for key, steps in table.items()}
+
+    def throughput_for(self, job: JobKey | None) -> Mapping[str, float]:
+        if job is None:
+            return DEFAULT_RELATIVE_THROUGHPUT
+        return self._throughput.get(job, DEFAULT_RELATIVE_THROUGHPUT)

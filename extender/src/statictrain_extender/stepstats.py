@@ -1,0 +1,96 @@
+"""Jobs' measured step times per GPU model, read from Prometheus in the background.
+
+The query is built here and nowhere else, from :mod:`statictrain.promql`
+selectors. Request handlers never wait for Prometheus: they read the table
+the last refresh left in the :class:`~statictrain_extender.state.ClusterState`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import aiohttp
+import orjson
+from statictrain import metrics, promql
+
+from .gpus import gpu_family
+from .state import ClusterState, JobKey
+
+__all__ = ["parse_step_seconds", "refresh_forever", "refresh_once", "step_seconds_query"]
+
+log = logging.getLogger(__name__)
+
+
+def step_seconds_query(window_seconds: float) -> str:
+    """Mean step seconds per (namespace, job_name, gpu_model) over the window.
+
+    Train metrics carry the pod but not the GPU model; GPU metrics carry both,
+    so the model is joined in on ``pod_uid``.
+    """
+    window = promql.range_duration(window_seconds)
+    step_sum = promql.selector(f"{metrics.TRAIN_STEP_SECONDS}_sum")
+    step_count = promql.selector(f"{metrics.TRAIN_STEP_SECONDS}_count")
+    gpu = promql.selector(metrics.GPU_UTILIZATION_RATIO)
+    return (
+        "avg by (namespace, job_name, gpu_model) ("
+        f"(rate({step_sum}[{window}]) / rate({step_count}[{window}]))"
+        " * on (pod_uid) group_left (gpu_model)"
+        f" group by (pod_uid, gpu_model) ({gpu})"
+        ")"
+    )
+
+
+def parse_step_seconds(result: Sequence[Mapping[str, Any]]) -> dict[JobKey, dict[str, float]]:
+    """Turn an instant-vector result into {(namespace, job): {gpu family: seconds}}; skips bad samples."""
+    table: dict[JobKey, dict[str, float]] = {}
+    for sample in result:
+        labels = sample.get("metric") or {}
+        value = sample.get("value")
+        job, namespace, model = labels.get("job_name"), labels.get("namespace"), labels.get("gpu_model")
+        if not (job and namespace and model) or not isinstance(value, list) or len(value) != 2:
+            continue
+        try:
+            seconds = float(value[1])
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(seconds) and seconds > 0:
+            table.setdefault((namespace, job), {})[gpu_family(model)] = seconds
+    return table
+
+
+async def refresh_once(
+    session: aiohttp.ClientSession, prometheus_url: str, window_seconds: float, state: ClusterState
+) -> bool:
+    """One refresh; on any failure keep the previous table and return False."""
+    url = f"{prometheus_url}/api/v1/query"
+    try:
+        async with session.get(url, params={"query": step_seconds_query(window_seconds)}) as resp:
+            body = orjson.loads(await resp.read())
+        if resp.status != 200 or body.get("status") != "success":
+            raise ValueError(f"HTTP {resp.status}: {body.get('error', body)!r}"[:300])
+        state.set_step_seconds(parse_step_seconds(body["data"]["result"]))
+    except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, orjson.JSONDecodeError) as err:
+        log.warning("step-time refresh from %s failed, keeping the last table: %s", prometheus_url, err)
+        state.prometheus_ok = False
+        return False
+    state.prometheus_ok = True
+    return True
+
+
+async def refresh_forever(
+    session: aiohttp.ClientSession,
+    *,
+    prometheus_url: str,
+    window_seconds: float,
+    interval_seconds: float,
+    state: ClusterState,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Refresh every ``interval_seconds`` until cancelled."""
+    while True:
+        await refresh_once(session, prometheus_url, window_seconds, state)
+        await sleep(interval_seconds)

@@ -1,0 +1,111 @@
+from __future__ import annotations
+
+import pytest
+from statictrain_extender.policy import (
+    CAPACITY_TYPES_ANNOTATION,
+    GPU_MODELS_ANNOTATION,
+    MAX_HOURLY_ANNOTATION,
+    PlacementPolicy,
+    PolicyError,
+    pod_view,
+    policy_from_annotations,
+    violation,
+)
+
+from .builders import info, pod_obj
+
+NAMES = frozenset({"statictrain-scheduler"})
+
+
+@pytest.mark.parametrize(
+    ("annotations", "want"),
+    [
+        pytest.param({}, PlacementPolicy(), id="none"),
+        pytest.param(
+            {CAPACITY_TYPES_ANNOTATION: "Spot, on-demand"},
+            PlacementPolicy(capacity_types=frozenset({"spot", "on-demand"})),
+            id="capacity-types-normalised",
+        ),
+        pytest.param(
+            {GPU_MODELS_ANNOTATION: "H100,NVIDIA-A100-SXM4-80GB"},
+            PlacementPolicy(gpu_families=frozenset({"H100", "A100"})),
+            id="gpu-models-to-families",
+        ),
+        pytest.param({MAX_HOURLY_ANNOTATION: "12.50"}, PlacementPolicy(max_hourly_usd=12.5), id="max-price"),
+        pytest.param({MAX_HOURLY_ANNOTATION: " "}, PlacementPolicy(), id="blank-max-price"),
+    ],
+)
+def test_policy_from_annotations(annotations: dict[str, str], want: PlacementPolicy) -> None:
+    assert policy_from_annotations(annotations) == want
+
+
+@pytest.mark.parametrize(
+    ("annotations", "want_in_message"),
+    [
+        pytest.param({CAPACITY_TYPES_ANNOTATION: "cheap"}, "spot, on-demand", id="unknown-capacity-type"),
+        pytest.param({MAX_HOURLY_ANNOTATION: "ten"}, "positive decimal", id="max-not-a-number"),
+        pytest.param({MAX_HOURLY_ANNOTATION: "-1"}, "positive decimal", id="max-negative"),
+        pytest.param({MAX_HOURLY_ANNOTATION: "Infinity"}, "positive decimal", id="max-infinite"),
+    ],
+)
+def test_policy_errors_say_what_to_fix(annotations: dict[str, str], want_in_message: str) -> None:
+    with pytest.raises(PolicyError, match=want_in_message):
+        policy_from_annotations(annotations)
+
+
+@pytest.mark.parametrize(
+    ("node", "policy", "want_reason"),
+    [
+        pytest.param(info("n"), PlacementPolicy(), None, id="unconstrained"),
+        pytest.param(
+            info("n", capacity="spot"),
+            PlacementPolicy(capacity_types=frozenset({"on-demand"})),
+            "capacity",
+            id="spot",
+        ),
+        pytest.param(
+            info("n", capacity=""),
+            PlacementPolicy(capacity_types=frozenset({"spot"})),
+            "unlabelled",
+            id="unlabelled",
+        ),
+        pytest.param(
+            info("n", family="T4"), PlacementPolicy(gpu_families=frozenset({"A100"})), "GPU model", id="gpu"
+        ),
+        pytest.param(
+            info("n", family="A100"), PlacementPolicy(gpu_families=frozenset({"A100"})), None, id="gpu-ok"
+        ),
+        pytest.param(
+            info("n", hourly=40.0), PlacementPolicy(max_hourly_usd=32.0), "above max", id="too-expensive"
+        ),
+        pytest.param(info("n", hourly=32.0), PlacementPolicy(max_hourly_usd=32.0), None, id="at-max"),
+        pytest.param(info("n", hourly=None), PlacementPolicy(max_hourly_usd=32.0), "no price", id="unpriced"),
+    ],
+)
+def test_violation(node: object, policy: PlacementPolicy, want_reason: str | None) -> None:
+    got = violation(node, policy)  # type: ignore[arg-type]
+    if want_reason is None:
+        assert got is None
+    else:
+        assert got is not None and want_reason in got
+
+
+def test_pod_view_managed() -> None:
+    view = pod_view(pod_obj(gpus=2, annotations={GPU_MODELS_ANNOTATION: "H100"}), NAMES)
+    assert view.managed
+    assert view.gpu_milli == 2000
+    assert view.job_key == ("team", "gpt2")
+    assert view.policy.gpu_families == frozenset({"H100"})
+
+
+def test_pod_view_gpu_share_resource() -> None:
+    assert pod_view(pod_obj(gpus=0, gpu_milli=460), NAMES).gpu_milli == 460
+
+
+def test_pod_view_other_scheduler_is_unmanaged_even_with_bad_annotations() -> None:
+    view = pod_view(pod_obj(scheduler="default-scheduler", annotations={MAX_HOURLY_ANNOTATION: "x"}), NAMES)
+    assert not view.managed
+
+
+def test_pod_view_without_job_label() -> None:
+    assert pod_view(pod_obj(job=None), NAMES).job_key is None
