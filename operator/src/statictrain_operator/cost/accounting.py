@@ -1,0 +1,191 @@
+"""One accounting run: API server + Prometheus -> allocation -> status.cost, metrics, budgets.
+
+Runs on a timer (see handlers.py). Each run accounts ``[previous end, now)``
+for the whole cluster, so node cost = job cost + idle cost holds per run. A
+job whose ``status.cost.updated`` lags behind (new job, operator restart) is
+accounted from that time instead, so nothing is counted twice or skipped.
+If Prometheus is down, cost is still accounted from the API server (allocated
+GPU time) and the missing usage is flagged; nothing is ever negative.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any, Protocol
+
+from statictrain.cost import Allocation, JobCost, JobKey, NodeInfo, PodInfo, Window, allocate
+from statictrain.money import ZERO, parse_usd
+from statictrain.pricing import Catalog, FallbackPolicy, NodeFacts, price_node
+from statictrain_operator.cost import budgets
+from statictrain_operator.cost.exporter import CostMetrics
+from statictrain_operator.cost.inputs import (
+    build_job_steps,
+    build_usage,
+    node_info,
+    parse_time,
+    pod_info,
+    usage_queries,
+)
+from statictrain_operator.cost.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
+from statictrain_operator.cost.settings import CostSettings
+from statictrain_operator.cost.status import accumulate
+
+log = logging.getLogger(__name__)
+
+
+class CostKube(Protocol):
+    """The API calls accounting needs (kube/costs.py and kube/nodes.py implement them)."""
+
+    def list_nodes(self) -> list[dict[str, Any]]: ...
+    def list_worker_pods(self) -> list[dict[str, Any]]: ...
+    def list_jobs(self) -> list[dict[str, Any]]: ...
+    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None: ...
+    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None: ...
+    def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None: ...
+
+
+@dataclass
+class RunResult:
+    window: Window
+    allocation: Allocation
+    job_costs: dict[JobKey, JobCost]
+    budget_actions: list[tuple[JobKey, str]] = field(default_factory=list)
+    usage_error: str = ""
+
+
+@dataclass(frozen=True)
+class _RunContext:
+    window: Window
+    alloc: Allocation
+    nodes: Sequence[NodeInfo]
+    pods: Sequence[PodInfo]
+    usage: Mapping[str, Any]
+    kwargs: Mapping[str, Any]
+    now: datetime
+
+
+@dataclass
+class Accountant:
+    kube: CostKube
+    prom: PromReader
+    catalog: Catalog
+    settings: CostSettings
+    metrics: CostMetrics
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC)
+    last_end: float | None = None
+
+    def _price_now(self, facts: NodeFacts) -> Decimal:
+        policy = FallbackPolicy(default_gpu_hourly_usd=self.settings.default_gpu_price)
+        return price_node(facts, self.catalog, now=self.clock(), policy=policy).hourly_usd
+
+    def _usage(self, window: Window) -> tuple[dict[str, Any], dict[JobKey, Any], dict[JobKey, float], str]:
+        q = usage_queries()
+        step = self.settings.query_step_s
+        try:
+            series = {
+                k: self.prom.query_range(v, window.start - step, window.end, step) for k, v in q.items()
+            }
+        except (PrometheusUnavailableError, PrometheusQueryError) as e:
+            return {}, {}, {}, str(e)
+        usage = build_usage(window, series)
+        steps, baselines = build_job_steps(window, series["steps"])
+        return usage, steps, baselines, ""
+
+    def run_once(self) -> RunResult:
+        now = self.clock()
+        end = now.timestamp()
+        start = (
+            self.last_end
+            if self.last_end is not None and self.last_end < end
+            else end - self.settings.interval_s
+        )
+        window = Window(start, end)
+        nodes = [n for n in (node_info(x, self._price_now) for x in self.kube.list_nodes()) if n is not None]
+        pods = [p for p in (pod_info(x) for x in self.kube.list_worker_pods()) if p is not None]
+        usage, steps, baselines, usage_error = self._usage(window)
+        if usage_error:
+            log.warning("cost accounting without usage data: %s", usage_error)
+        kwargs: dict[str, Any] = {
+            "idle_threshold": self.settings.idle_threshold,
+            "max_gap": self.settings.max_gap_s,
+            "job_steps": steps,
+            "step_baselines": baselines,
+        }
+        alloc = allocate(window, nodes, pods, usage, **kwargs)
+        result = RunResult(window, alloc, {}, usage_error=usage_error)
+        for job in self.kube.list_jobs():
+            self._account_job(job, _RunContext(window, alloc, nodes, pods, usage, kwargs, now), result)
+        self.metrics.add_nodes(alloc)
+        self.metrics.runs.labels("ok").inc()
+        self.last_end = end
+        return result
+
+    def _account_job(self, job: Mapping[str, Any], ctx: _RunContext, result: RunResult) -> None:
+        window, alloc, nodes, pods, usage, kwargs, now = (
+            ctx.window,
+            ctx.alloc,
+            ctx.nodes,
+            ctx.pods,
+            ctx.usage,
+            ctx.kwargs,
+            ctx.now,
+        )
+        meta = job.get("metadata") or {}
+        key: JobKey = (meta.get("namespace", ""), meta.get("name", ""))
+        status = job.get("status") or {}
+        prev = status.get("cost") or {}
+        since = parse_time(prev.get("updated")) or parse_time(meta.get("creationTimestamp")) or window.start
+        if since >= window.end:
+            return
+        inc: JobCost | None
+        if since < window.start - 1.0:
+            own = [p for p in pods if (p.namespace, p.job) == key]
+            inc = allocate(Window(since, window.end), nodes, own, usage, **kwargs).jobs.get(key)
+        else:
+            inc = alloc.jobs.get(key)
+        if inc is not None:
+            result.job_costs[key] = inc
+            self.metrics.add_job(inc)
+        new_cost = accumulate(prev, inc, now=now, progress=status.get("progress"))
+        self.kube.patch_job_status(key[0], key[1], {"cost": new_cost})
+        labels_v = (key[1], key[0], inc.commit if inc else "", inc.team if inc else "")
+        if new_cost["usdPer1MTokens"]:
+            self.metrics.per_1m.labels(*labels_v).set(float(new_cost["usdPer1MTokens"]))
+        limit = ((job.get("spec") or {}).get("budget") or {}).get("limitUSD")
+        if limit:
+            with contextlib.suppress(ValueError):
+                self.metrics.budget.labels(*labels_v).set(float(parse_usd(str(limit))))
+        self._budget(job, parse_usd(new_cost["usd"]) if new_cost["usd"] else ZERO, now, result, key)
+
+    def _budget(
+        self, job: Mapping[str, Any], usd: Decimal, now: datetime, result: RunResult, key: JobKey
+    ) -> None:
+        d = budgets.decide(job, usd, now)
+        if d.action == "none":
+            return
+        ns, name = key
+        patch: dict[str, Any] = {}
+        if d.annotations:
+            patch["metadata"] = {"annotations": dict(d.annotations)}
+        if d.spec_patch:
+            patch["spec"] = dict(d.spec_patch)
+        if patch:
+            self.kube.patch_job(ns, name, patch)
+        event_type = "Normal" if d.action == "rearm" else "Warning"
+        self.kube.emit_event(job, d.reason, d.message, event_type)
+        if d.condition is not None:
+            conds = [
+                c
+                for c in (job.get("status") or {}).get("conditions") or []
+                if c.get("type") != budgets.CONDITION
+            ]
+            try:
+                self.kube.patch_job_status(ns, name, {"conditions": [*conds, dict(d.condition)]})
+            except Exception as e:  # the CRD may not list the condition type yet
+                log.warning("could not record condition %s on %s/%s: %s", budgets.CONDITION, ns, name, e)
+        result.budget_actions.append((key, d.action))

@@ -1,0 +1,119 @@
+"""Node price annotator (pure part): node labels -> price -> annotations to patch.
+
+Writes ``statictrain.io/hourly-cost-usd``, ``gpu-hourly-cost-usd``,
+``capacity-type``, ``price-source`` (catalog | custom | live:<provider> |
+fallback) and ``price-updated`` (only when the price changes). Why a price
+is not a plain quote (fallback reason, staleness, flagged row) goes in
+``price-notes``. Unknown instance types get a flagged fallback, never 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from statictrain import labels
+from statictrain.money import format_usd
+from statictrain.pricing import (
+    Catalog,
+    CustomPrice,
+    FallbackPolicy,
+    LiveQuotes,
+    NodeFacts,
+    NodePrice,
+    capacity_type,
+    price_node,
+)
+
+PRICE_NOTES = f"{labels.GROUP}/price-notes"
+"""Annotation explaining a flagged price (to move into statictrain.labels)."""
+
+PRICE_KEYS = (
+    labels.HOURLY_COST,
+    labels.GPU_HOURLY_COST,
+    labels.PRICE_CAPACITY_TYPE,
+    labels.PRICE_SOURCE,
+    PRICE_NOTES,
+)
+
+
+def _gpu_count(node: Mapping[str, Any]) -> int:
+    status = node.get("status") or {}
+    for key in ("capacity", "allocatable"):
+        raw = (status.get(key) or {}).get(labels.GPU_RESOURCE)
+        if raw is not None:
+            try:
+                return int(str(raw))
+            except ValueError:
+                continue
+    raw_label = (node.get("metadata", {}).get("labels") or {}).get(labels.GPU_COUNT)
+    return int(raw_label) if raw_label and raw_label.isdigit() else 0
+
+
+def node_facts(node: Mapping[str, Any]) -> NodeFacts:
+    meta = node.get("metadata") or {}
+    lab = meta.get("labels") or {}
+    return NodeFacts(
+        name=meta.get("name", ""),
+        instance_type=lab.get(labels.INSTANCE_TYPE) or lab.get("beta.kubernetes.io/instance-type"),
+        region=lab.get(labels.REGION) or lab.get("failure-domain.beta.kubernetes.io/region"),
+        capacity_type=capacity_type(lab.get(labels.CAPACITY_TYPE)),
+        gpu_product=lab.get(labels.GPU_PRODUCT),
+        gpu_count=_gpu_count(node),
+    )
+
+
+def is_gpu_node(node: Mapping[str, Any]) -> bool:
+    return _gpu_count(node) > 0
+
+
+def price_annotations(price: NodePrice) -> dict[str, str]:
+    return {
+        labels.HOURLY_COST: format_usd(price.hourly_usd),
+        labels.GPU_HOURLY_COST: format_usd(price.gpu_hourly_usd),
+        labels.PRICE_CAPACITY_TYPE: price.capacity_type,
+        labels.PRICE_SOURCE: price.source,
+        PRICE_NOTES: "; ".join(price.notes)[:1024],
+    }
+
+
+def annotation_patch(
+    node: Mapping[str, Any], price: NodePrice, now: datetime
+) -> dict[str, str | None] | None:
+    """The annotations to merge-patch, or None when the node already carries this price."""
+    current = (node.get("metadata") or {}).get("annotations") or {}
+    patch: dict[str, str | None] = {}
+    for key, value in price_annotations(price).items():
+        if key == PRICE_NOTES and not value:
+            if key in current:
+                patch[key] = None  # the price is no longer flagged
+            continue
+        if current.get(key) != value:
+            patch[key] = value
+    if not patch:
+        return None
+    patch[labels.PRICE_UPDATED] = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return patch
+
+
+def plan_node_patches(
+    nodes: Sequence[Mapping[str, Any]],
+    catalog: Catalog,
+    *,
+    now: datetime,
+    custom: Sequence[CustomPrice] = (),
+    live: Sequence[LiveQuotes] = (),
+    policy: FallbackPolicy | None = None,
+) -> dict[str, dict[str, str | None]]:
+    """Node name -> annotation patch, for GPU nodes whose price annotations are missing or out of date."""
+    out: dict[str, dict[str, str | None]] = {}
+    for node in nodes:
+        if not is_gpu_node(node):
+            continue
+        facts = node_facts(node)
+        price = price_node(facts, catalog, now=now, custom=custom, live=live, policy=policy)
+        patch = annotation_patch(node, price, now)
+        if patch is not None:
+            out[facts.name] = patch
+    return out

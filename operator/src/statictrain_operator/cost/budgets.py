@@ -1,0 +1,131 @@
+"""Budgets (pure): compare status.cost.usd with spec.budget.limitUSD and decide one action.
+
+``onExceeded``: ``Notify`` (alias ``Alert``) emits a Warning Event; ``Suspend``
+sets spec.suspend; ``ScaleDown`` sets spec.replicas to spec.elastic.minReplicas
+(Notify when already there). The action runs once per limit: the limit it ran
+for is recorded in the annotation ``statictrain.io/budget-exceeded``; raising
+the limit above the cost re-arms it. Every decision also yields a
+``BudgetExceeded`` condition and an Event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, Literal
+
+from statictrain import labels
+from statictrain.money import format_usd, parse_usd
+
+BUDGET_ACTED = f"{labels.GROUP}/budget-exceeded"
+"""Annotation on the job: the limitUSD the budget action ran for (to move into statictrain.labels)."""
+CONDITION = "BudgetExceeded"
+
+Action = Literal["none", "notify", "suspend", "scale-down", "rearm", "invalid"]
+
+
+@dataclass(frozen=True)
+class BudgetDecision:
+    action: Action
+    reason: str = ""
+    message: str = ""
+    spec_patch: Mapping[str, Any] = field(default_factory=dict)
+    annotations: Mapping[str, str | None] = field(default_factory=dict)
+    condition: Mapping[str, Any] | None = None
+
+
+def _condition(
+    status: str, reason: str, message: str, generation: int | None, now: datetime
+) -> dict[str, Any]:
+    cond: dict[str, Any] = {
+        "type": CONDITION,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    if generation is not None:
+        cond["observedGeneration"] = generation
+    return cond
+
+
+def decide(job: Mapping[str, Any], cost_usd: Decimal, now: datetime) -> BudgetDecision:
+    spec = job.get("spec") or {}
+    meta = job.get("metadata") or {}
+    budget = spec.get("budget")
+    acted = (meta.get("annotations") or {}).get(BUDGET_ACTED)
+    gen = meta.get("generation")
+    if not budget or not budget.get("limitUSD"):
+        return BudgetDecision("none")
+    try:
+        limit = parse_usd(str(budget["limitUSD"]), what="spec.budget.limitUSD")
+    except ValueError as e:
+        return BudgetDecision(
+            "invalid",
+            "InvalidBudget",
+            str(e),
+            condition=_condition("Unknown", "InvalidBudget", str(e), gen, now),
+        )
+    limit_s = format_usd(limit)
+    if cost_usd < limit:
+        if acted is not None:
+            msg = f"cost {format_usd(cost_usd)} USD is below the limit {limit_s} USD again; budget re-armed"
+            return BudgetDecision(
+                "rearm",
+                "WithinBudget",
+                msg,
+                annotations={BUDGET_ACTED: None},
+                condition=_condition("False", "WithinBudget", msg, gen, now),
+            )
+        return BudgetDecision("none")
+    if acted == limit_s:
+        return BudgetDecision("none")  # already acted for this limit
+    on = budget.get("onExceeded") or "Notify"
+    msg = f"cost {format_usd(cost_usd)} USD reached the budget limit {limit_s} USD"
+    ann = {BUDGET_ACTED: limit_s}
+    if on == "Suspend":
+        if spec.get("suspend") is True:
+            return BudgetDecision(
+                "notify",
+                "BudgetExceededAlreadySuspended",
+                msg + "; job already suspended",
+                annotations=ann,
+                condition=_condition("True", "AlreadySuspended", msg, gen, now),
+            )
+        return BudgetDecision(
+            "suspend",
+            "BudgetExceededSuspended",
+            msg + "; suspending the job",
+            spec_patch={"suspend": True},
+            annotations=ann,
+            condition=_condition("True", "Suspended", msg, gen, now),
+        )
+    if on == "ScaleDown":
+        elastic = spec.get("elastic") or {}
+        minimum = elastic.get("minReplicas")
+        replicas = spec.get("replicas", 1)
+        if isinstance(minimum, int) and isinstance(replicas, int) and replicas > minimum:
+            return BudgetDecision(
+                "scale-down",
+                "BudgetExceededScaledDown",
+                f"{msg}; scaling down from {replicas} to {minimum} replicas",
+                spec_patch={"replicas": minimum},
+                annotations=ann,
+                condition=_condition("True", "ScaledDown", msg, gen, now),
+            )
+        return BudgetDecision(
+            "notify",
+            "BudgetExceeded",
+            msg + "; already at the minimum replicas",
+            annotations=ann,
+            condition=_condition("True", "AtMinimumReplicas", msg, gen, now),
+        )
+    return BudgetDecision(
+        "notify",
+        "BudgetExceeded",
+        msg,
+        annotations=ann,
+        condition=_condition("True", "Notified", msg, gen, now),
+    )

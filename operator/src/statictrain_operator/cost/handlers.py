@@ -1,0 +1,142 @@
+"""kopf registration of the cost part: node price annotator and the accounting timer.
+
+Import this module (the operator's main.py does) to register:
+
+* ``@kopf.on.event`` on Nodes: price a GPU node whenever it appears or its
+  labels change; patch only when the annotations differ (idempotent);
+* ``@kopf.on.startup``: a background task that re-prices all nodes and runs
+  one accounting pass every ``STATICTRAIN_COST_INTERVAL_S`` seconds, stopped on
+  ``@kopf.on.cleanup``.
+
+Handlers only translate events into calls of the pure modules and the kube/ layer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+from prometheus_client import REGISTRY
+from statictrain.pricing import (
+    Catalog,
+    CustomPrice,
+    FallbackPolicy,
+    parse_catalog,
+    parse_custom_prices,
+    shipped_catalog_text,
+)
+from statictrain_operator.cost.accounting import Accountant
+from statictrain_operator.cost.annotator import node_facts, plan_node_patches
+from statictrain_operator.cost.exporter import CostMetrics
+from statictrain_operator.cost.prom import HttpPrometheus
+from statictrain_operator.cost.settings import CostSettings
+from statictrain_operator.kube.clients import build
+from statictrain_operator.kube.costs import KubeCostClient, read_configmap_key
+from statictrain_operator.kube.nodes import list_nodes, patch_node_annotations
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class CostRuntime:
+    """What the handlers share, built once at startup and kept in kopf's memo."""
+
+    def __init__(self, settings: CostSettings) -> None:
+        self.settings = settings
+        clients = build()
+        self.core, self.custom_api = clients.core, clients.custom
+        self.catalog: Catalog = parse_catalog(shipped_catalog_text())
+        self.policy = FallbackPolicy(default_gpu_hourly_usd=settings.default_gpu_price)
+        self.metrics = CostMetrics(REGISTRY)
+        self.accountant = Accountant(
+            kube=KubeCostClient(self.core, self.custom_api, _now),
+            prom=HttpPrometheus(settings.prometheus_url),
+            catalog=self.catalog,
+            settings=settings,
+            metrics=self.metrics,
+            clock=_now,
+        )
+
+    def custom_prices(self) -> list[CustomPrice]:
+        ref = self.settings.custom_prices_configmap
+        if not ref:
+            return []
+        ns, name = ref.split("/")
+        text = read_configmap_key(self.core, ns, name, "prices.csv")
+        return parse_custom_prices(text) if text else []
+
+    def annotate(self, nodes: list[dict[str, Any]]) -> int:
+        now = _now()
+        patches = plan_node_patches(
+            nodes, self.catalog, now=now, custom=self.custom_prices(), policy=self.policy
+        )
+        for name, patch in patches.items():
+            patch_node_annotations(self.core, name, patch)
+        for node in nodes:
+            facts = node_facts(node)
+            ann = (node.get("metadata") or {}).get("annotations") or {}
+            merged = {**ann, **{k: v for k, v in patches.get(facts.name, {}).items() if v is not None}}
+            hourly = merged.get("statictrain.io/hourly-cost-usd")
+            if hourly and facts.gpu_count > 0:
+                self.metrics.node_hourly.labels(
+                    facts.name,
+                    facts.instance_type or "",
+                    facts.capacity_type,
+                    merged.get("statictrain.io/price-source", ""),
+                ).set(float(hourly))
+        return len(patches)
+
+    def tick(self) -> None:
+        self.annotate(list_nodes(self.core))
+        try:
+            self.accountant.run_once()
+        except Exception:
+            self.metrics.runs.labels("error").inc()
+            raise
+
+
+async def _loop(rt: CostRuntime, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        try:
+            await asyncio.to_thread(rt.tick)
+        except Exception:
+            log.exception("cost accounting run failed; retrying next interval")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=rt.settings.interval_s)
+
+
+@kopf.on.startup()
+async def cost_startup(memo: kopf.Memo, **_: Any) -> None:
+    settings = CostSettings.from_env()
+    if not settings.enabled:
+        return
+    rt = await asyncio.to_thread(CostRuntime, settings)
+    stop = asyncio.Event()
+    memo["cost_runtime"] = rt
+    memo["cost_stop"] = stop
+    memo["cost_task"] = asyncio.create_task(_loop(rt, stop))
+
+
+@kopf.on.cleanup()
+async def cost_cleanup(memo: kopf.Memo, **_: Any) -> None:
+    stop = memo.get("cost_stop")
+    task = memo.get("cost_task")
+    if stop is not None:
+        stop.set()
+    if task is not None:
+        await task
+
+
+@kopf.on.event("", "v1", "nodes")
+async def price_node_event(body: kopf.Body, type: str | None, memo: kopf.Memo, **_: Any) -> None:
+    rt = memo.get("cost_runtime")
+    if rt is None or type == "DELETED":
+        return
+    await asyncio.to_thread(rt.annotate, [dict(body)])

@@ -1,0 +1,79 @@
+"""Cost accounting settings: one dataclass, filled from ``STATICTRAIN_COST_<FIELD>`` variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from decimal import Decimal
+
+from statictrain.money import parse_usd
+
+ENV_PREFIX = "STATICTRAIN_COST_"
+
+
+@dataclass(frozen=True)
+class CostSettings:
+    """How the operator prices nodes and accounts job cost."""
+
+    prometheus_url: str = "http://prometheus-server:9090"
+    """Base URL of the Prometheus that scrapes the sidecars and the operator."""
+    interval_s: float = 30.0
+    """Seconds between accounting runs (each run accounts the time since the previous one)."""
+    idle_threshold: float = 0.05
+    """Mean GPU utilization ratio below which allocated GPU time counts as idle."""
+    max_gap_s: float = 60.0
+    """A utilization sample stands for at most this many seconds; longer gaps are flagged."""
+    query_step_s: float = 5.0
+    """Resolution of the Prometheus range queries of one accounting run."""
+    default_gpu_hourly_usd: str = "4.00"
+    """Per-GPU hourly price of a node nothing is known about (flagged as fallback), decimal string."""
+    custom_prices_configmap: str = ""
+    """``namespace/name`` of a ConfigMap whose key ``prices.csv`` holds custom prices; empty: none."""
+    live_providers: str = ""
+    """Comma-separated live price providers to use (``azure``); empty: catalog only."""
+    live_cache_dir: str = "/var/cache/statictrain/prices"
+    """Directory keeping the last live quotes, used (flagged stale) when the provider is unreachable."""
+    live_max_age_h: float = 24.0
+    """Hours after which live quotes are flagged stale."""
+    enabled: bool = True
+    """Run the node price annotator and the accounting loop."""
+
+    def __post_init__(self) -> None:
+        if self.interval_s <= 0 or self.query_step_s <= 0 or self.max_gap_s <= 0:
+            raise ValueError("STATICTRAIN_COST_INTERVAL_S, _QUERY_STEP_S and _MAX_GAP_S must be positive")
+        if not 0 <= self.idle_threshold <= 1:
+            raise ValueError(
+                f"STATICTRAIN_COST_IDLE_THRESHOLD must be within 0..1, got {self.idle_threshold}"
+            )
+        parse_usd(
+            self.default_gpu_hourly_usd, what="STATICTRAIN_COST_DEFAULT_GPU_HOURLY_USD", allow_zero=False
+        )
+        if self.custom_prices_configmap and self.custom_prices_configmap.count("/") != 1:
+            raise ValueError("STATICTRAIN_COST_CUSTOM_PRICES_CONFIGMAP must be written namespace/name")
+
+    @property
+    def default_gpu_price(self) -> Decimal:
+        return parse_usd(self.default_gpu_hourly_usd)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> CostSettings:
+        env = os.environ if env is None else env
+        kwargs: dict[str, object] = {}
+        for f in fields(cls):
+            key = ENV_PREFIX + f.name.upper()
+            if key not in env:
+                continue
+            raw = env[key]
+            try:
+                if f.type in ("bool", bool):
+                    if raw.lower() not in ("true", "false"):
+                        raise ValueError("expected true or false")
+                    kwargs[f.name] = raw.lower() == "true"
+                elif f.type in ("float", float):
+                    kwargs[f.name] = float(raw)
+                else:
+                    kwargs[f.name] = raw
+            except ValueError as e:
+                raise ValueError(f"{key}={raw!r}: {e}") from None
+        return cls(**kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,130 @@
+"""API calls of cost accounting and budgets: worker pods, StaticTrainingJobs, status, Events."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, cast
+
+from kubernetes import client
+from statictrain import labels
+
+log = logging.getLogger(__name__)
+
+
+def read_configmap_key(core: client.CoreV1Api, namespace: str, name: str, key: str) -> str | None:
+    """One key of a ConfigMap; None (logged) when the ConfigMap cannot be read."""
+    try:
+        cm = core.read_namespaced_config_map(name, namespace)
+    except client.ApiException as e:
+        log.warning("ConfigMap %s/%s unreadable: %s", namespace, name, e.reason)
+        return None
+    value: str | None = (cm.data or {}).get(key)
+    return value
+
+
+def list_worker_pods(core: client.CoreV1Api, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Pods labelled with a statictrain job, as plain dicts (keyed later by metadata.uid)."""
+    selector = labels.JOB
+    resp = (
+        core.list_namespaced_pod(namespace, label_selector=selector)
+        if namespace
+        else core.list_pod_for_all_namespaces(label_selector=selector)
+    )
+    return [cast(dict[str, Any], core.api_client.sanitize_for_serialization(p)) for p in resp.items]
+
+
+def read_pod_by_uid(core: client.CoreV1Api, namespace: str, uid: str) -> dict[str, Any] | None:
+    """The pod with this UID in the namespace, or None (a same-name pod with another UID is not it)."""
+    for pod in list_worker_pods(core, namespace):
+        if pod.get("metadata", {}).get("uid") == uid:
+            return pod
+    return None
+
+
+def list_jobs(custom: client.CustomObjectsApi, namespace: str | None = None) -> list[dict[str, Any]]:
+    group, version, plural = labels.GROUP, labels.VERSION, labels.PLURAL
+    if namespace:
+        resp = custom.list_namespaced_custom_object(group, version, namespace, plural)
+    else:
+        resp = custom.list_cluster_custom_object(group, version, plural)
+    return cast(list[dict[str, Any]], cast(dict[str, Any], resp).get("items", []))
+
+
+def patch_job_status(
+    custom: client.CustomObjectsApi, namespace: str, name: str, status: Mapping[str, Any]
+) -> None:
+    """Merge-patch the status subresource of a StaticTrainingJob."""
+    custom.patch_namespaced_custom_object_status(
+        labels.GROUP, labels.VERSION, namespace, labels.PLURAL, name, {"status": dict(status)}
+    )
+
+
+def patch_job(custom: client.CustomObjectsApi, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+    """Merge-patch a StaticTrainingJob (spec or metadata)."""
+    custom.patch_namespaced_custom_object(
+        labels.GROUP, labels.VERSION, namespace, labels.PLURAL, name, dict(patch)
+    )
+
+
+def emit_job_event(
+    core: client.CoreV1Api,
+    job: Mapping[str, Any],
+    *,
+    reason: str,
+    message: str,
+    event_type: str,
+    now: datetime,
+    component: str = "statictrain-cost",
+) -> None:
+    """Create a core/v1 Event about a StaticTrainingJob."""
+    meta = job["metadata"]
+    body = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(generate_name=f"{meta['name']}.", namespace=meta["namespace"]),
+        involved_object=client.V1ObjectReference(
+            api_version=labels.API_VERSION,
+            kind=labels.KIND,
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta.get("uid"),
+        ),
+        reason=reason,
+        message=message[:1024],
+        type=event_type,
+        source=client.V1EventSource(component=component),
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+    )
+    core.create_namespaced_event(meta["namespace"], body)
+
+
+class KubeCostClient:
+    """The calls of cost accounting, over the official client (implements cost.accounting.CostKube)."""
+
+    def __init__(self, core: client.CoreV1Api, custom: client.CustomObjectsApi, clock: Any) -> None:
+        self.core = core
+        self.custom = custom
+        self.clock = clock
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        items = self.core.list_node().items
+        return [cast(dict[str, Any], self.core.api_client.sanitize_for_serialization(n)) for n in items]
+
+    def list_worker_pods(self) -> list[dict[str, Any]]:
+        return list_worker_pods(self.core)
+
+    def list_jobs(self) -> list[dict[str, Any]]:
+        return list_jobs(self.custom)
+
+    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        patch_job_status(self.custom, namespace, name, status)
+
+    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+        patch_job(self.custom, namespace, name, patch)
+
+    def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
+        emit_job_event(
+            self.core, job, reason=reason, message=message, event_type=event_type, now=self.clock()
+        )
