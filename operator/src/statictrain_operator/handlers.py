@@ -1,0 +1,208 @@
+"""kopf handlers of StaticTrainingJobs: thin translations of events into pure decisions and API calls.
+
+- create / resume / spec update: reconcile the children (reconcile.plan) and the status.
+- worker Job events: recompute status (phase, conditions, counts) from the Job.
+- finished jobs with runPolicy.ttlSecondsAfterFinished: deleted when the TTL runs out.
+- heartbeat Lease: renewed by a daemon, observed through the watch, checked by the liveness probe.
+
+Nothing here adds a finalizer: children carry owner references, so the garbage
+collector removes them even while the operator is down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import kopf
+from statictrain import api, labels
+
+from . import children, progress, reconcile, runtime, status
+from .kube import heartbeat, trainingjobs, workers
+
+STJ = (labels.GROUP, labels.VERSION, labels.PLURAL)
+LEASES = ("coordination.k8s.io", "v1", "leases")
+MANAGED = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
+
+
+@kopf.index(*STJ)
+def trainingjobs_index(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """Latest uid, spec, status and generation of every job, keyed by (namespace, name)."""
+    return {
+        (namespace, name): {
+            "uid": body.metadata.uid,
+            "generation": body.metadata.get("generation", 0),
+            "spec": dict(body.spec),
+            "status": dict(body.status),
+        }
+    }
+
+
+def _job_after(plan: reconcile.Plan, observed: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The worker Job as it will be once `plan` is applied (for the status computed right after)."""
+    if plan.delete_job:
+        return None
+    created = [obj for obj in plan.create if obj["kind"] == "Job"]
+    if created:
+        return created[0]
+    if observed is not None and plan.job_patch:
+        return {**observed, "spec": {**observed.get("spec", {}), **plan.job_patch["spec"]}}
+    return observed
+
+
+@kopf.on.resume(*STJ, id="reconcile")
+@kopf.on.create(*STJ, id="reconcile")
+@kopf.on.update(*STJ, id="reconcile", field="spec")
+def reconcile_children(body: kopf.Body, patch: kopf.Patch, memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    """Bring the worker Job and Service to the spec; raise TemporaryError to look again while waiting."""
+    rt = runtime.of(memo)
+    owner = children.owner_from_body(body)
+    name = children.worker_name(owner.name)
+    observed_svc = workers.read_service(rt.clients, owner.namespace, name)
+    observed_job = workers.read_job(rt.clients, owner.namespace, name)
+    plan = reconcile.plan(owner, rt.settings, observed_svc, observed_job)
+    for obj in plan.create:
+        if workers.create(rt.clients, obj):
+            logger.info(f"created {obj['kind']} {name}")
+    if plan.job_patch:
+        workers.patch_job(rt.clients, owner.namespace, name, plan.job_patch)
+        logger.info(f"patched Job {name}: {plan.job_patch['spec']}")
+    if plan.delete_job:
+        workers.delete_job(rt.clients, owner.namespace, name)
+        logger.info(f"deleted Job {name} to rebuild its workers")
+    current: api.Status = dict(body.status)  # type: ignore[assignment]
+    new = status.compute(
+        owner.name,
+        owner.spec,
+        generation=body.metadata.get("generation", 0),
+        job=_job_after(plan, observed_job),
+        current=current,
+        now=rt.clock(),
+    )
+    patch.status.update(status.changed_fields(current, new))
+    if plan.wait:
+        raise kopf.TemporaryError(plan.wait, delay=rt.settings.requeue_s)
+
+
+@kopf.on.event("batch", "v1", "jobs", labels=MANAGED)
+def worker_job_changed(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
+    """Recompute the owner's status from its worker Job."""
+    index: kopf.Index[Any, Any] = kwargs["trainingjobs_index"]
+    owner_name = body.metadata.labels.get(labels.JOB)
+    namespace = body.metadata.namespace
+    if not owner_name or namespace is None:
+        return
+    store = index.get((namespace, owner_name))
+    if not store:
+        return
+    job_view = next(iter(store))
+    refs = body.metadata.get("ownerReferences") or []
+    if not any(ref.get("uid") == job_view["uid"] for ref in refs):
+        return  # a leftover of a deleted job with the same name
+    rt = runtime.of(memo)
+    job = None if event["type"] == "DELETED" else dict(body)
+    current: api.Status = job_view["status"]
+    new = status.compute(
+        owner_name,
+        job_view["spec"],
+        generation=job_view["generation"],
+        job=job,
+        current=current,
+        now=rt.clock(),
+    )
+    diff = status.changed_fields(current, new)
+    if diff:
+        trainingjobs.patch_status(rt.clients, namespace, owner_name, diff)
+
+
+def _ttl_set_and_finished(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
+    return (
+        "ttlSecondsAfterFinished" in (spec.get("runPolicy") or {})
+        and status.get("phase") in api.FINISHED_PHASES
+    )
+
+
+@kopf.daemon(*STJ, id="ttl-after-finished", when=_ttl_set_and_finished, cancellation_timeout=1.0)
+def delete_after_ttl(
+    *,
+    stopped: kopf.DaemonStopped,
+    name: str,
+    namespace: str | None,
+    body: kopf.Body,
+    memo: Any,
+    logger: kopf.Logger,
+    **_: Any,
+) -> None:
+    """Wait out runPolicy.ttlSecondsAfterFinished, then delete the job (children follow)."""
+    rt = runtime.of(memo)
+    remaining = status.ttl_remaining(dict(body.spec), dict(body.status), rt.clock())  # type: ignore[arg-type]
+    if remaining is None or namespace is None:
+        return
+    if remaining.total_seconds() > 0 and stopped.wait(remaining.total_seconds()):
+        return
+    logger.info("ttlSecondsAfterFinished has passed; deleting the job")
+    trainingjobs.delete(rt.clients, namespace, name, body.metadata.uid or "")
+
+
+def record_progress(rt: runtime.Runtime, namespace: str, name: str, report: progress.Report) -> bool:
+    """Write what the workers report into status.progress; False if the job is gone."""
+    return trainingjobs.patch_status(
+        rt.clients, namespace, name, {"progress": progress.progress_status(report, rt.clock())}
+    )
+
+
+# ----------------------------------------------------------------------------- liveness
+
+
+def _is_own_lease(name: str, namespace: str | None, memo: Any, **_: Any) -> bool:
+    rt = runtime.of(memo)
+    return (
+        bool(rt.settings.heartbeat_namespace)
+        and name == runtime.HEARTBEAT_LEASE
+        and namespace == rt.settings.heartbeat_namespace
+    )
+
+
+@kopf.on.startup()
+def start_heartbeat(memo: Any, logger: kopf.Logger, **_: Any) -> None:
+    """Create the heartbeat Lease before the watches start (the daemon needs it to exist)."""
+    rt = runtime.of(memo)
+    if rt.settings.heartbeat_namespace:
+        heartbeat.renew(
+            rt.clients, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock()
+        )
+        logger.info(f"heartbeat Lease {rt.settings.heartbeat_namespace}/{runtime.HEARTBEAT_LEASE}")
+
+
+@kopf.daemon(
+    *LEASES,
+    id="heartbeat",
+    labels={heartbeat.HEARTBEAT_LABEL: "true"},
+    when=_is_own_lease,
+    cancellation_timeout=1.0,
+)
+def renew_heartbeat(stopped: kopf.DaemonStopped, memo: Any, **_: Any) -> None:
+    rt = runtime.of(memo)
+    while not stopped:
+        heartbeat.renew(
+            rt.clients, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock()
+        )
+        stopped.wait(rt.settings.heartbeat_s)
+
+
+@kopf.on.event(*LEASES, labels={heartbeat.HEARTBEAT_LABEL: "true"}, when=_is_own_lease)
+def heartbeat_seen(memo: Any, **_: Any) -> None:
+    rt = runtime.of(memo)
+    rt.heartbeat_seen = rt.clock()
+
+
+@kopf.on.probe(id="watch-heartbeat")
+def watch_heartbeat_age(memo: Any, **_: Any) -> str:
+    """Seconds since the watch last delivered the heartbeat; fails (HTTP 500) after 6 missed beats."""
+    rt = runtime.of(memo)
+    if not rt.settings.heartbeat_namespace:
+        return "disabled"
+    age = (rt.clock() - (rt.heartbeat_seen or rt.started)).total_seconds()
+    if age > 6 * rt.settings.heartbeat_s:
+        raise kopf.PermanentError(f"no heartbeat through the watch for {age:.0f}s: the watch looks dead")
+    return f"{age:.1f}s"

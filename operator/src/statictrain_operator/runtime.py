@@ -1,0 +1,37 @@
+"""What handlers need at run time, built once by main and passed through kopf's memo."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from .kube.clients import Clients
+from .settings import Settings
+
+HEARTBEAT_LEASE = "statictrain-operator-heartbeat"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class Runtime:
+    """Settings, API clients and the clock; the one mutable field is the last heartbeat seen."""
+
+    settings: Settings
+    clients: Clients
+    holder: str
+    """Identity written into the heartbeat Lease (the pod name)."""
+    clock: Callable[[], datetime] = utc_now
+    started: datetime = field(default_factory=utc_now)
+    """When the operator started (the heartbeat's age counts from here until the first one)."""
+    heartbeat_seen: datetime | None = None
+    """When the watch last delivered a renewed heartbeat Lease."""
+
+
+def of(memo: Any) -> Runtime:
+    """The Runtime stored in kopf's memo by main."""
+    return cast(Runtime, memo.runtime)
