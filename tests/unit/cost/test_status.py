@@ -1,0 +1,60 @@
+"""status.cost accumulation: decimal strings, derived running totals, projection."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from statictrain.cost import JobCost
+from statictrain_operator.cost.status import accumulate
+
+NOW = datetime(2026, 3, 1, 0, 0, 30, tzinfo=UTC)
+
+
+def inc(usd: str, tokens: float = 0.0, steps: int = 0) -> JobCost:
+    return JobCost(
+        "ns",
+        "j",
+        usd=Decimal(usd),
+        gpu_seconds=Decimal(usd) * 900,
+        idle_usd=Decimal(usd) / 4,
+        tokens=tokens,
+        steps=steps,
+    )
+
+
+def test_first_increment() -> None:
+    c = accumulate(None, inc("2", tokens=1_000_000, steps=100), now=NOW)
+    assert c["usd"] == "2.000000000"
+    assert c["gpuHours"] == "0.500000000"
+    assert c["idleUSD"] == "0.500000000"
+    assert c["usdPer1MTokens"] == "2.000000000"
+    assert c["usdPerStep"] == "0.020000000"
+    assert c["projectedUSD"] == "2.000000000"
+    assert c["updated"] == "2026-03-01T00:00:30Z"
+    assert all(isinstance(v, str) for v in c.values())
+
+
+def test_running_totals_survive_through_status_only() -> None:
+    c1 = accumulate(None, inc("2", tokens=1_000_000, steps=100), now=NOW)
+    c2 = accumulate(c1, inc("1", tokens=2_000_000, steps=50), now=NOW)
+    assert c2["usd"] == "3.000000000"
+    assert c2["usdPer1MTokens"] == "1.000000000"  # 3 USD / 3M tokens
+    assert c2["usdPerStep"] == "0.020000000"  # 3 USD / 150 steps
+
+
+def test_progress_step_and_projection() -> None:
+    c = accumulate(None, inc("10"), now=NOW, progress={"step": 250, "totalSteps": 1000})
+    assert c["usdPerStep"] == "0.040000000"
+    assert c["projectedUSD"] == "40.000000000"
+
+
+def test_no_increment_moves_only_updated_and_no_tokens_leaves_blank() -> None:
+    c = accumulate({"usd": "5", "updated": "2026-01-01T00:00:00Z"}, None, now=NOW)
+    assert c["usd"] == "5.000000000" and c["updated"] == "2026-03-01T00:00:30Z"
+    assert c["usdPer1MTokens"] == "" and c["usdPerStep"] == ""
+
+
+def test_garbage_in_previous_status_is_treated_as_zero() -> None:
+    c = accumulate({"usd": "-3", "idleUSD": "abc"}, inc("1"), now=NOW)
+    assert c["usd"] == "1.000000000" and c["idleUSD"] == "0.250000000"
