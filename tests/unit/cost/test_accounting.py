@@ -173,7 +173,7 @@ def test_prometheus_down_still_accounts_allocated_time() -> None:
 
 
 def test_lagging_job_is_accounted_from_its_own_updated_time() -> None:
-    acc, kube, clock, _ = make(SeriesProm())
+    acc, kube, _, _ = make(SeriesProm())
     kube.jobs[("ns", "b")]["status"]["cost"] = {}  # new job: from creation (1 h before T0)
     acc.run_once()
     assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "9.000000000"  # 2 GPUs x 1 h x 4.5

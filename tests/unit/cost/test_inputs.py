@@ -46,7 +46,7 @@ def test_pod_without_job_label_is_ignored() -> None:
 
 
 def test_node_info_prefers_annotation_and_prices_unannotated() -> None:
-    n = {
+    n: dict[str, Any] = {
         "metadata": {"name": "n1", "annotations": {labels.HOURLY_COST: "16.5"}, "labels": {}},
         "status": {"capacity": {labels.GPU_RESOURCE: "8"}},
     }
