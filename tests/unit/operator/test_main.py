@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 
 import pytest
-
 from statictrain_operator import main, settings
 
 

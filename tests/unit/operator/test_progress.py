@@ -6,7 +6,6 @@ import math
 from datetime import UTC, datetime
 
 import pytest
-
 from statictrain_operator import progress
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
