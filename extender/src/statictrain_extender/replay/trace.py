@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["TraceError", "TraceNode", "TracePod", "parse_nodes", "parse_pods"]
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "creation_time", "deletion_time")
 
 
@@ -83,9 +85,9 @@ def parse_nodes(text: str, source: str = "node list") -> list[TraceNode]:
     seen: set[str] = set()
     for line, row in _rows(text, source, NODE_COLUMNS):
         where = f"{source} line {line}"
-        name = (row["sn"] or "").strip()
-        if not name:
-            raise TraceError(f"{where}: sn (node id) is empty")
+        name = (row["sn"] or "").strip().lower()
+        if not _DNS_NAME.match(name):
+            raise TraceError(f"{where}: sn {name!r} must be a DNS label (letters, digits, '-', max 63)")
         if name in seen:
             raise TraceError(f"{where}: node {name} listed twice")
         seen.add(name)
@@ -104,11 +106,15 @@ def parse_nodes(text: str, source: str = "node list") -> list[TraceNode]:
 def parse_pods(text: str, source: str = "pod list") -> list[TracePod]:
     """Pods of a pod-list CSV, sorted by creation time."""
     pods: list[TracePod] = []
+    seen: set[str] = set()
     for line, row in _rows(text, source, POD_COLUMNS):
         where = f"{source} line {line}"
-        name = (row["name"] or "").strip()
-        if not name:
-            raise TraceError(f"{where}: name is empty")
+        name = (row["name"] or "").strip().lower()
+        if not _DNS_NAME.match(name):
+            raise TraceError(f"{where}: name {name!r} must be a DNS label (letters, digits, '-', max 63)")
+        if name in seen:
+            raise TraceError(f"{where}: pod {name} listed twice")
+        seen.add(name)
         num_gpu = _int(row, "num_gpu", where)
         gpu_milli = _int(row, "gpu_milli", where)
         if num_gpu > 0 and not 0 < gpu_milli <= 1000:
