@@ -32,6 +32,10 @@ CHECKPOINT_EVERY = "STATICTRAIN_CHECKPOINT_EVERY"
 CHECKPOINT_KEEP = "STATICTRAIN_CHECKPOINT_KEEP"
 AUTOTUNE = "STATICTRAIN_AUTOTUNE"  # "off" | "on"
 AUTOTUNE_BUDGET_S = "STATICTRAIN_AUTOTUNE_BUDGET_S"
+BATCH_SIZE = "STATICTRAIN_BATCH_SIZE"  # per-rank micro-batch; 0 or unset keeps the workload's own
+SEED = "STATICTRAIN_SEED"
+PEAK_TFLOPS = "STATICTRAIN_PEAK_TFLOPS"  # peak dense TFLOP/s of one device, for MFU; unset: looked up
+TERMINATION_LOG = "STATICTRAIN_TERMINATION_LOG"  # where the trainer writes its failure reason; default /dev/termination-log
 
 # trainer -> sidecar channel (a directory on a shared emptyDir)
 STATS_DIR = "STATICTRAIN_STATS_DIR"
@@ -39,15 +43,15 @@ STATS_DIR = "STATICTRAIN_STATS_DIR"
 # Sidecar
 METRICS_PORT = "STATICTRAIN_METRICS_PORT"
 SAMPLE_INTERVAL_S = "STATICTRAIN_SAMPLE_INTERVAL_S"
-
-# torchrun (set by the operator, read by torchrun and torch.distributed)
-MASTER_ADDR = "MASTER_ADDR"
 METRICS_BIND = "STATICTRAIN_METRICS_BIND"  # listen address, default 0.0.0.0
 SIDECAR_GPUS = "STATICTRAIN_SIDECAR_GPUS"  # comma-separated NVML indices or UUIDs; unset: all visible
 SIDECAR_NVML = "STATICTRAIN_SIDECAR_NVML"  # "true" | "false" (false: never load NVML)
 PROFILE_MAX_STEPS = "STATICTRAIN_PROFILE_MAX_STEPS"
 PROFILE_TIMEOUT_S = "STATICTRAIN_PROFILE_TIMEOUT_S"
 PROFILE_MAX_BYTES = "STATICTRAIN_PROFILE_MAX_BYTES"
+
+# torchrun (set by the operator, read by torchrun and torch.distributed)
+MASTER_ADDR = "MASTER_ADDR"
 MASTER_PORT = "MASTER_PORT"
 WORLD_SIZE = "WORLD_SIZE"
 NODE_RANK = "NODE_RANK"

@@ -1,0 +1,106 @@
+"""Run a few steps with the settings in the environment and write what was measured as JSON.
+
+Used by the autotuner (one subprocess per candidate, so a candidate that
+crashes the CUDA context takes only its own process down) and by the
+benchmark. Runs under torchrun too; rank 0 writes the result.
+
+    python -m statictrain_trainer.trial --result out.json --steps 12 --warmup 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from . import distributed
+from .flops import mfu
+from .loop import RunResult, Trainer
+from .settings import TrainerSettings, settings_from_env
+from .workload import Workload, load_entrypoint
+
+
+def summarize(
+    result: RunResult, warmup: int, workload: Workload, peak: float, world_size: int
+) -> dict[str, Any]:
+    """Throughput and compile figures of a finished trial (pure)."""
+    steady = result.steady_step_seconds(warmup)
+    samples_per_s = result.samples_per_step / steady if steady > 0 else math.nan
+    stats = result.compile_stats
+    return {
+        "steps": len(result.step_seconds),
+        "step_seconds": result.step_seconds,
+        "steady_step_seconds": steady,
+        "samples_per_s": samples_per_s,
+        "tokens_per_s": samples_per_s * workload.tokens_per_sample,
+        "mfu": mfu(workload.flops_per_sample, samples_per_s, peak, world_size),
+        "first_step_seconds": result.step_seconds[0] if result.step_seconds else math.nan,
+        "setup_seconds": result.setup_seconds,
+        "time_to_first_step_seconds": result.setup_seconds + result.step_seconds[0]
+        if result.step_seconds
+        else math.nan,
+        "cache_hit": bool(result.cache and result.cache.hit),
+        "cache_reason": result.cache.reason if result.cache else "",
+        "peak_memory_bytes": result.peak_memory_bytes,
+        "compile_seconds": stats.compile_seconds if stats else 0.0,
+        "graph_breaks": stats.graph_breaks if stats else 0,
+        "recompiles": stats.recompiles if stats else 0,
+        "loss_first": result.losses[0] if result.losses else math.nan,
+        "loss_last": result.losses[-1] if result.losses else math.nan,
+    }
+
+
+def run_trial(settings: TrainerSettings, steps: int, warmup: int) -> dict[str, Any]:
+    torch.manual_seed(settings.seed)
+    workload = load_entrypoint(settings.entrypoint)
+    settings = dataclasses.replace(
+        settings, max_steps=steps, checkpoint_dir=None, stats_dir=None, autotune=False, max_tokens=0
+    )
+    ctx = distributed.init(settings)
+    try:
+        trainer = Trainer(settings, workload, ctx)
+        result = trainer.run()
+        out = summarize(result, warmup, workload, trainer.peak, ctx.world_size)
+    finally:
+        distributed.shutdown(ctx)
+    out.update(
+        {
+            "ok": True,
+            "compile_mode": settings.compile_mode,
+            "batch_size": trainer.batch_size,
+            "bucket_cap_mb": settings.bucket_cap_mb,
+            "world_size": ctx.world_size,
+            "precision": settings.precision,
+            "workload": workload.name,
+            "device": torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else "cpu",
+        }
+    )
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--result", type=Path, required=True, help="JSON file to write (rank 0)")
+    parser.add_argument("--steps", type=int, default=12, help="steps to run")
+    parser.add_argument("--warmup", type=int, default=4, help="steps left out of the throughput median")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s trial %(levelname)s %(name)s: %(message)s")
+    settings = settings_from_env(os.environ)
+    out = run_trial(settings, args.steps, args.warmup)
+    if settings.rank == 0:
+        tmp = args.result.with_name(args.result.name + ".tmp")
+        tmp.write_text(json.dumps(out, indent=1))
+        tmp.replace(args.result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
