@@ -11,7 +11,7 @@ CAPACITY = {"a": 8000, "b": 2000}
 
 
 def obs(
-    name: str, node: str | None, created: float, bound: float | None, deleted: float, milli: int = 1000
+    name: str, node: str | None, created: float, bound: float | None, deleted: float, *, milli: int = 1000
 ) -> Observed:
     return Observed(
         name=name, gpu_milli=milli, created_s=created, deleted_s=deleted, bound_s=bound, node=node
@@ -37,10 +37,10 @@ def test_pending_and_unscheduled() -> None:
 
 def test_fragmentation_is_idle_share_of_busy_nodes() -> None:
     # a (8 GPUs) holds 2 GPUs for 10 s; b (2 GPUs) holds 2 GPUs for the same 10 s
-    pods = [obs("p1", "a", 0, 0, 10, 2000), obs("p2", "b", 0, 0, 10, 2000)]
+    pods = [obs("p1", "a", 0, 0, 10, milli=2000), obs("p2", "b", 0, 0, 10, milli=2000)]
     got = summarize(pods, PRICES, CAPACITY, speedup=1)
     assert got.gpu_fragmentation == pytest.approx(6000 / 10000)
-    packed = summarize([obs("p1", "b", 0, 0, 10, 2000)], PRICES, CAPACITY, speedup=1)
+    packed = summarize([obs("p1", "b", 0, 0, 10, milli=2000)], PRICES, CAPACITY, speedup=1)
     assert packed.gpu_fragmentation == 0.0
 
 

@@ -10,8 +10,17 @@ from statictrain_extender.replay.plan import Action, ReplayWindow, plan_actions,
 from statictrain_extender.replay.prices import CATALOG_MODEL, price_nodes
 from statictrain_extender.replay.trace import TraceError, TraceNode, TracePod, parse_nodes, parse_pods
 
-NODES_CSV = "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0001,64000,262144,2,T4\nOpenb-Node-0002,96000,786432,8,G2\n"
-PODS_HEADER = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
+NODES_CSV = (
+    "sn,cpu_milli,memory_mib,gpu,model\n"
+    "openb-node-0001,64000,262144,2,T4\n"
+    "Openb-Node-0002,96000,786432,8,G2\n"
+)
+PODS_HEADER = (
+    ",".join(
+        "name cpu_milli memory_mib num_gpu gpu_milli gpu_spec qos pod_phase creation_time deletion_time scheduled_time".split()
+    )
+    + "\n"
+)
 
 
 def test_parse_nodes() -> None:
