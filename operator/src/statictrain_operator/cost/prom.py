@@ -88,7 +88,8 @@ class HttpPrometheus:
             reason = getattr(e, "reason", e)
             raise PrometheusUnavailableError(
                 f"cannot reach Prometheus at {self.base_url} ({reason}); check the URL (--prometheus-url or "
-                "STATICTRAIN_COST_PROMETHEUS_URL) and that Prometheus is running"
+                "STATICTRAIN_PROMETHEUS_URL for reports, STATICTRAIN_COST_PROMETHEUS_URL for the operator) "
+                "and that Prometheus is running"
             ) from None
         if payload.get("status") != "success":
             raise PrometheusQueryError(f"Prometheus at {self.base_url}: {payload.get('error', payload)}")

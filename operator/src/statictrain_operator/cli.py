@@ -1,0 +1,129 @@
+"""``statictrain`` and the kubectl plugin ``kubectl stj``: cost reports (and anomaly commands).
+
+    kubectl stj report --from 2026-03-01T00:00:00Z --to 2026-03-02T00:00:00Z --by commit \\
+        --namespace team-a --namespace team-b --format html -o report.html
+
+Each subcommand registers itself with ``add_parser(subparsers)`` and sets
+``func``; anomaly commands come from ``statictrain_operator.anomaly.cli`` when
+that module is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TextIO
+
+from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
+from statictrain_operator.report.fetch import fetch
+from statictrain_operator.report.html import to_html
+from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
+from statictrain_operator.report.progress import ProgressBar
+from statictrain_operator.report.text import to_csv, to_json, to_table
+
+PROMETHEUS_ENV = "STATICTRAIN_PROMETHEUS_URL"
+RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html}
+
+
+def _duration(text: str) -> timedelta:
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit() or int(text[:-1]) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write it like 30m, 6h or 7d")
+    return timedelta(seconds=int(text[:-1]) * units[text[-1]])
+
+
+def _utc(text: str) -> datetime:
+    try:
+        return parse_utc(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = subparsers.add_parser(
+        "report",
+        help="cost by job, commit, team or namespace over a UTC window",
+        description="Cost report over the half-open UTC window [--from, --to).",
+    )
+    p.add_argument(
+        "--from", dest="start", type=_utc, help="window start, RFC 3339 UTC (2026-03-01T00:00:00Z)"
+    )
+    p.add_argument("--to", dest="end", type=_utc, help="window end (exclusive); default now")
+    p.add_argument("--last", type=_duration, help="instead of --from: the window ending at --to (e.g. 24h)")
+    p.add_argument("--by", choices=["job", "commit", "team", "namespace"], default="job")
+    p.add_argument("--namespace", action="append", default=[], help="only these namespaces (repeatable)")
+    p.add_argument("--team", action="append", default=[])
+    p.add_argument("--commit", action="append", default=[])
+    p.add_argument("--job", action="append", default=[])
+    p.add_argument("--format", choices=sorted(RENDERERS), default="table")
+    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.add_argument("--buckets", type=int, default=24, help="time buckets for cost over time (default 24)")
+    p.add_argument(
+        "--prometheus-url",
+        default=os.environ.get(PROMETHEUS_ENV, "http://127.0.0.1:9090"),
+        help=f"Prometheus base URL (default ${PROMETHEUS_ENV} or http://127.0.0.1:9090)",
+    )
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus query")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace, *, now: datetime | None = None, stderr: TextIO | None = None) -> int:
+    err = stderr or sys.stderr
+    end: datetime = args.end or (now or datetime.now(UTC)).replace(microsecond=0)
+    if args.start is None and args.last is None:
+        print("error: give --from (RFC 3339 UTC) or --last (e.g. 24h)", file=err)
+        return 2
+    start: datetime = args.start or end - args.last
+    try:
+        window = ReportWindow(start, end, buckets=args.buckets)
+    except ValueError as e:
+        print(f"error: {e}", file=err)
+        return 2
+    filters = {"namespace": args.namespace, "team": args.team, "commit": args.commit, "job": args.job}
+    bar = ProgressBar(err, enabled=not args.no_progress)
+    try:
+        job_series, node_series = fetch(
+            HttpPrometheus(args.prometheus_url, args.timeout), window, filters, bar
+        )
+        report = build_report(window, args.by, job_series, node_series, filters=filters)
+    except (PrometheusUnavailableError, PrometheusQueryError, EmptyWindowError) as e:
+        print(f"\nerror: {e}", file=err)
+        return 1
+    text = RENDERERS[args.format](report)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="statictrain", description="statictrain: cost reports and anomalies"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_report_parser(sub)
+    try:
+        anomaly_cli = importlib.import_module("statictrain_operator.anomaly.cli")
+    except ModuleNotFoundError as e:
+        if e.name != "statictrain_operator.anomaly.cli":
+            raise
+    else:
+        anomaly_cli.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    rc: int = args.func(args)
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,69 @@
+"""Run a report's queries through an injected Prometheus reader, with progress.
+
+I/O happens only through the reader passed in; queries come from the one
+selector builder. Long windows are split into chunks of at most
+``MAX_POINTS`` evaluation points (Prometheus' per-series limit is 11,000).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+
+from statictrain.cost import Sample
+from statictrain.promql import selector
+
+from statictrain_operator.cost.prom import PromReader, Series
+from statictrain_operator.report.model import JOB_METRICS, NODE_METRICS, ReportWindow
+
+MAX_POINTS = 10_000
+FILTER_LABELS = {"namespace": "namespace", "team": "team", "commit": "commit", "job": "job_name"}
+
+Progress = Callable[[int, int, str], None]
+
+
+def job_filters(filters: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, values in filters.items():
+        if name not in FILTER_LABELS:
+            raise ValueError(f"unknown filter {name!r}; use one of {', '.join(FILTER_LABELS)}")
+        if values:
+            out[FILTER_LABELS[name]] = list(values)
+    return out
+
+
+def _chunks(window: ReportWindow) -> list[tuple[float, float]]:
+    step, total = window.step_s, window.buckets + 1
+    out = []
+    i = 0
+    while i < total:
+        n = min(MAX_POINTS, total - i)
+        out.append((window.eval_start + i * step, window.eval_start + (i + n - 1) * step))
+        i += n
+    return out
+
+
+def fetch(
+    reader: PromReader,
+    window: ReportWindow,
+    filters: Mapping[str, Sequence[str]] | None = None,
+    progress: Progress | None = None,
+) -> tuple[dict[str, list[Series]], dict[str, list[Series]]]:
+    """(job series by field, node series by field) for :func:`report.model.build_report`."""
+    any_of = job_filters(filters or {})
+    plan = [("job", f, selector(m, any_of=any_of)) for f, m in JOB_METRICS.items()]
+    plan += [("node", f, selector(m)) for f, m in NODE_METRICS.items()]
+    chunks = _chunks(window)
+    total = len(plan) * len(chunks)
+    done = 0
+    out: dict[str, dict[str, list[Series]]] = {"job": {}, "node": {}}
+    for kind, field_name, query in plan:
+        merged: dict[tuple[tuple[str, str], ...], list[Sample]] = defaultdict(list)
+        for lo, hi in chunks:
+            for s in reader.query_range(query, lo, hi, window.step_s):
+                merged[tuple(sorted(s.labels.items()))].extend(s.samples)
+            done += 1
+            if progress:
+                progress(done, total, field_name)
+        out[kind][field_name] = [Series(dict(k), tuple(v)) for k, v in sorted(merged.items())]
+    return out["job"], out["node"]

@@ -1,0 +1,218 @@
+"""Report building (pure): counter series -> rows per group, totals, time buckets, invariant.
+
+Every input is a range-query result evaluated at ``start - 1 ms, start - 1 ms
++ step, ..., end - 1 ms``: the first point is the counter's value just before
+the window, the last its value just before the end, so increases cover
+exactly ``[start, end)``. A series absent at the first point started inside
+the window and counts from zero. Drops are counter resets (operator restart).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Literal
+
+from statictrain import metrics
+from statictrain.cost import Sample
+
+from statictrain_operator.cost.prom import Series
+
+GroupBy = Literal["job", "commit", "team", "namespace"]
+GROUP_LABELS: Mapping[GroupBy, tuple[str, ...]] = {
+    "job": ("namespace", "job_name"),
+    "commit": ("commit",),
+    "team": ("team",),
+    "namespace": ("namespace",),
+}
+EPSILON_S = 0.001
+
+JOB_METRICS = {
+    "usd": metrics.JOB_COST_USD_TOTAL,
+    "idle_usd": metrics.JOB_IDLE_COST_USD_TOTAL,
+    "compile_usd": metrics.JOB_COMPILE_COST_USD_TOTAL,
+    "lost_usd": metrics.JOB_LOST_WORK_COST_USD_TOTAL,
+    "gpu_seconds": metrics.JOB_GPU_SECONDS_TOTAL,
+    "tokens": metrics.JOB_TOKENS_TOTAL,
+    "steps": metrics.JOB_STEPS_TOTAL,
+}
+NODE_METRICS = {"node_usd": metrics.NODE_COST_USD_TOTAL, "node_idle_usd": metrics.NODE_IDLE_COST_USD_TOTAL}
+
+
+class EmptyWindowError(ValueError):
+    """No cost data in the window."""
+
+
+@dataclass(frozen=True)
+class ReportWindow:
+    start: datetime
+    end: datetime
+    buckets: int = 24
+
+    def __post_init__(self) -> None:
+        for name, t in (("start", self.start), ("end", self.end)):
+            if t.tzinfo is None or t.utcoffset() != timedelta(0):
+                raise ValueError(f"window {name} {t.isoformat()} must be UTC, e.g. 2026-03-01T00:00:00Z")
+        if self.end <= self.start:
+            raise ValueError(
+                f"window end {fmt_time(self.end)} must be after its start {fmt_time(self.start)}"
+            )
+        if not 1 <= self.buckets <= 10_000:
+            raise ValueError("buckets must be within 1..10000")
+
+    @property
+    def step_s(self) -> float:
+        return (self.end - self.start).total_seconds() / self.buckets
+
+    @property
+    def eval_start(self) -> float:
+        return self.start.timestamp() - EPSILON_S
+
+    @property
+    def eval_end(self) -> float:
+        return self.end.timestamp() - EPSILON_S
+
+    def bucket_starts(self) -> list[datetime]:
+        step = timedelta(seconds=self.step_s)
+        return [self.start + i * step for i in range(self.buckets)]
+
+
+def parse_utc(text: str) -> datetime:
+    """Parse an RFC 3339 time with an explicit UTC offset (``Z`` or ``+00:00``)."""
+    try:
+        t = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{text!r} is not an RFC 3339 time; write it like 2026-03-01T00:00:00Z") from None
+    if t.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone; add Z for UTC, e.g. 2026-03-01T00:00:00Z")
+    return t.astimezone(UTC)
+
+
+def fmt_time(t: datetime) -> str:
+    return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _deltas(samples: Sequence[Sample], first_eval: float, step: float, buckets: int) -> list[float]:
+    """Per-bucket increase of one counter series (reset-aware, never negative)."""
+    out = [0.0] * buckets
+    pts = sorted(samples, key=lambda s: s.t)
+    if not pts:
+        return out
+    prev: float | None = 0.0 if pts[0].t > first_eval + step / 2 else None
+    for s in pts:
+        idx = round((s.t - first_eval) / step)
+        if prev is not None and 1 <= idx <= buckets:
+            out[idx - 1] += s.v - prev if s.v >= prev else max(s.v, 0.0)
+        prev = s.v
+    return out
+
+
+@dataclass
+class Row:
+    key: tuple[str, ...]
+    usd: float = 0.0
+    idle_usd: float = 0.0
+    compile_usd: float = 0.0
+    lost_usd: float = 0.0
+    gpu_seconds: float = 0.0
+    tokens: float = 0.0
+    steps: float = 0.0
+
+    @property
+    def usd_per_1m_tokens(self) -> float | None:
+        return self.usd / self.tokens * 1e6 if self.tokens > 0 else None
+
+    @property
+    def usd_per_step(self) -> float | None:
+        return self.usd / self.steps if self.steps > 0 else None
+
+
+@dataclass
+class Report:
+    window: ReportWindow
+    group_by: GroupBy
+    filters: Mapping[str, Sequence[str]]
+    rows: list[Row]
+    node_usd: float
+    node_idle_usd: float
+    namespace_buckets: dict[str, list[float]] = field(default_factory=dict)
+    commit_tokens: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """commit -> (usd, tokens) for the $/1M tokens chart."""
+
+    @property
+    def jobs_usd(self) -> float:
+        return sum(r.usd for r in self.rows)
+
+    @property
+    def invariant_ratio(self) -> float | None:
+        """(jobs + idle) / node cost; None when there is no node cost or the report is filtered."""
+        if self.node_usd <= 0 or any(self.filters.values()):
+            return None
+        return (self.jobs_usd + self.node_idle_usd) / self.node_usd
+
+    @property
+    def idle_share(self) -> float | None:
+        if self.node_usd <= 0:
+            return None
+        return (self.node_idle_usd + sum(r.idle_usd for r in self.rows)) / self.node_usd
+
+
+def build_report(
+    window: ReportWindow,
+    group_by: GroupBy,
+    job_series: Mapping[str, Iterable[Series]],
+    node_series: Mapping[str, Iterable[Series]],
+    *,
+    filters: Mapping[str, Sequence[str]] | None = None,
+) -> Report:
+    """Aggregate counter increases per group; raises EmptyWindowError when nothing was recorded."""
+    step, first = window.step_s, window.eval_start
+    rows: dict[tuple[str, ...], Row] = {}
+    ns_buckets: dict[str, list[float]] = defaultdict(lambda: [0.0] * window.buckets)
+    commit: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    seen_any = False
+    for field_name in JOB_METRICS:
+        for s in job_series.get(field_name, ()):
+            seen_any = seen_any or bool(s.samples)
+            d = _deltas(s.samples, first, step, window.buckets)
+            total = math.fsum(d)
+            key = tuple(s.labels.get(lbl, "") for lbl in GROUP_LABELS[group_by])
+            row = rows.setdefault(key, Row(key))
+            setattr(row, field_name, getattr(row, field_name) + total)
+            if field_name == "usd":
+                ns = ns_buckets[s.labels.get("namespace", "")]
+                for i, v in enumerate(d):
+                    ns[i] += v
+                commit[s.labels.get("commit", "")][0] += total
+            elif field_name == "tokens":
+                commit[s.labels.get("commit", "")][1] += total
+    node_totals = {"node_usd": 0.0, "node_idle_usd": 0.0}
+    for field_name in NODE_METRICS:
+        for s in node_series.get(field_name, ()):
+            seen_any = seen_any or bool(s.samples)
+            node_totals[field_name] += math.fsum(_deltas(s.samples, first, step, window.buckets))
+    if not seen_any:
+        raise EmptyWindowError(
+            f"no cost data in [{fmt_time(window.start)}, {fmt_time(window.end)}): Prometheus holds no "
+            "statictrain cost series there; check the window and that the operator's metrics are scraped"
+        )
+    ordered = sorted(rows.values(), key=lambda r: (-round(r.usd, 9), r.key))
+    return Report(
+        window=window,
+        group_by=group_by,
+        filters=dict(filters or {}),
+        rows=ordered,
+        node_usd=node_totals["node_usd"],
+        node_idle_usd=node_totals["node_idle_usd"],
+        namespace_buckets=dict(sorted(ns_buckets.items())),
+        commit_tokens={k: (v[0], v[1]) for k, v in sorted(commit.items())},
+    )
+
+
+def money(value: float, places: int = 6) -> str:
+    """A float total rendered as a fixed decimal string (reports only; the API never holds floats)."""
+    return f"{Decimal(repr(value)).quantize(Decimal(1).scaleb(-places)):f}" if math.isfinite(value) else ""
