@@ -35,7 +35,7 @@ AUTOTUNE_BUDGET_S = "STATICTRAIN_AUTOTUNE_BUDGET_S"
 BATCH_SIZE = "STATICTRAIN_BATCH_SIZE"  # per-rank micro-batch; 0 or unset keeps the workload's own
 SEED = "STATICTRAIN_SEED"
 PEAK_TFLOPS = "STATICTRAIN_PEAK_TFLOPS"  # peak dense TFLOP/s of one device, for MFU; unset: looked up
-TERMINATION_LOG = "STATICTRAIN_TERMINATION_LOG"  # where the trainer writes its failure reason; default /dev/termination-log
+TERMINATION_LOG = "STATICTRAIN_TERMINATION_LOG"  # trainer failure reason; default /dev/termination-log
 
 # trainer -> sidecar channel (a directory on a shared emptyDir)
 STATS_DIR = "STATICTRAIN_STATS_DIR"
