@@ -17,7 +17,19 @@ NODES_CSV = (
 )
 PODS_HEADER = (
     ",".join(
-        "name cpu_milli memory_mib num_gpu gpu_milli gpu_spec qos pod_phase creation_time deletion_time scheduled_time".split()
+        [
+            "name",
+            "cpu_milli",
+            "memory_mib",
+            "num_gpu",
+            "gpu_milli",
+            "gpu_spec",
+            "qos",
+            "pod_phase",
+            "creation_time",
+            "deletion_time",
+            "scheduled_time",
+        ]
     )
     + "\n"
 )
