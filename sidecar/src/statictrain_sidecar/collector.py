@@ -21,7 +21,7 @@ from .nvml import GpuSampler, Value
 from .settings import Identity
 from .training import STEP_SECONDS_BUCKETS, TrainingFeed, TrainingSnapshot
 
-__all__ = ["GPU_LABELS", "SidecarCollector"]
+__all__ = ["EXPORTED_METRICS", "GPU_LABELS", "SidecarCollector"]
 
 GPU_LABELS = ("gpu", "gpu_uuid", "gpu_model")
 
@@ -221,3 +221,27 @@ class SidecarCollector(Collector):
 
 def _le(bound: float) -> str:
     return repr(float(bound))
+
+
+EXPORTED_METRICS: tuple[str, ...] = (
+    metrics.SIDECAR_INFO,
+    metrics.GPU_AVAILABLE,
+    metrics.CHANNEL_MALFORMED_TOTAL,
+    metrics.PROFILE_REQUESTS_TOTAL,
+    *_GPU_HELP,
+    metrics.GPU_QUERY_ERRORS_TOTAL,
+    metrics.TRAIN_STEP,
+    metrics.TRAIN_STEPS_TOTAL,
+    metrics.TRAIN_STEP_SECONDS,
+    metrics.TRAIN_TOKENS_TOTAL,
+    metrics.TRAIN_SAMPLES_TOTAL,
+    metrics.TRAIN_TOKENS_PER_SECOND,
+    metrics.TRAIN_LOSS,
+    metrics.TRAIN_COMPILE_SECONDS,
+    metrics.TRAIN_COMPILE_CACHE_HIT,
+    metrics.TRAIN_GRAPH_BREAKS,
+    metrics.TRAIN_RECOMPILES,
+    metrics.TRAIN_MFU_RATIO,
+    metrics.TRAIN_SECONDS_SINCE_LAST_STEP,
+)
+"""Every metric name this collector can export (documented in sidecar/README.md, section Metrics)."""
