@@ -313,8 +313,8 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         "enableServiceLinks": False,
         "securityContext": {
             "runAsNonRoot": True,
-            "runAsUser": 1000,
-            "fsGroup": 1000,
+            "runAsUser": 10001,
+            "fsGroup": 10001,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [trainer, sidecar],
