@@ -120,8 +120,7 @@ class Accountant:
         result = RunResult(window, alloc, {}, usage_error=usage_error)
         for job in self.kube.list_jobs():
             self._account_job(job, _RunContext(window, alloc, nodes, pods, usage, kwargs, now), result)
-        self.metrics.add_nodes(alloc)
-        self.metrics.runs.labels("ok").inc()
+        self.metrics.add_run(list(result.job_costs.values()), alloc)
         self.last_end = end
         return result
 
@@ -150,16 +149,16 @@ class Accountant:
             inc = alloc.jobs.get(key)
         if inc is not None:
             result.job_costs[key] = inc
-            self.metrics.add_job(inc)
         new_cost = accumulate(prev, inc, now=now, progress=status.get("progress"))
         self.kube.patch_job_status(key[0], key[1], {"cost": new_cost})
         labels_v = (key[1], key[0], inc.commit if inc else "", inc.team if inc else "")
-        if new_cost["usdPer1MTokens"]:
-            self.metrics.per_1m.labels(*labels_v).set(float(new_cost["usdPer1MTokens"]))
         limit = ((job.get("spec") or {}).get("budget") or {}).get("limitUSD")
+        budget_f: float | None = None
         if limit:
             with contextlib.suppress(ValueError):
-                self.metrics.budget.labels(*labels_v).set(float(parse_usd(str(limit))))
+                budget_f = float(parse_usd(str(limit)))
+        per_1m = float(new_cost["usdPer1MTokens"]) if new_cost["usdPer1MTokens"] else None
+        self.metrics.set_job_gauges(labels_v, usd_per_1m=per_1m, budget=budget_f)
         self._budget(job, parse_usd(new_cost["usd"]) if new_cost["usd"] else ZERO, now, result, key)
 
     def _budget(

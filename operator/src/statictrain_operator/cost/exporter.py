@@ -1,74 +1,133 @@
-"""The operator's cost metrics (prometheus_client), registered on an injected registry."""
+"""The operator's cost metrics: one custom collector whose ``collect()`` yields a consistent snapshot.
+
+An accounting run adds to job and node totals under a lock, and ``collect()``
+copies them under the same lock, so a scrape never sees half a run: the
+invariant node cost = job cost + idle cost holds between any two scrapes.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+import threading
+from collections import defaultdict
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from statictrain import labels, metrics
 from statictrain.cost import Allocation, JobCost
 
 JOB_LABELS = list(labels.METRIC_LABELS)
+LabelValues = tuple[str, ...]
+
+_JOB_COUNTERS = {
+    metrics.JOB_COST_USD_TOTAL: "Allocated GPU cost of the job in USD",
+    metrics.JOB_IDLE_COST_USD_TOTAL: "Cost of the job's allocated GPUs at ~0 utilization, USD",
+    metrics.JOB_COMPILE_COST_USD_TOTAL: "Cost of the job's compile time, USD",
+    metrics.JOB_LOST_WORK_COST_USD_TOTAL: "Cost of steps computed again after restarts, USD",
+    metrics.JOB_GPU_SECONDS_TOTAL: "Allocated GPU-seconds of the job",
+    metrics.JOB_TOKENS_TOTAL: "Tokens attributed to the job by cost accounting",
+    metrics.JOB_STEPS_TOTAL: "Optimizer steps attributed to the job by cost accounting",
+}
+_NODE_COUNTERS = {
+    metrics.NODE_COST_USD_TOTAL: "Node cost in USD",
+    metrics.NODE_IDLE_COST_USD_TOTAL: "Node cost no pod was allocated, USD",
+}
 
 
 class CostMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
-        def job_counter(name: str, doc: str) -> Counter:
-            return Counter(name.removesuffix("_total"), doc, JOB_LABELS, registry=registry)
+    """Totals since the operator started; register with ``registry.register`` (done in __init__)."""
 
-        self.cost = job_counter(metrics.JOB_COST_USD_TOTAL, "Allocated GPU cost of the job in USD")
-        self.idle = job_counter(
-            metrics.JOB_IDLE_COST_USD_TOTAL, "Cost of the job's allocated GPUs at ~0 utilization"
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self._lock = threading.Lock()
+        self._counters: dict[str, dict[LabelValues, float]] = defaultdict(lambda: defaultdict(float))
+        self._per_1m: dict[LabelValues, float] = {}
+        self._budget: dict[LabelValues, float] = {}
+        self._hourly: dict[LabelValues, float] = {}
+        self._runs: dict[str, float] = defaultdict(float)
+        if registry is not None:
+            registry.register(self)
+
+    def add_run(self, jobs: list[JobCost], alloc: Allocation) -> None:
+        """Add one accounting run's job and node costs atomically."""
+        with self._lock:
+            for job in jobs:
+                lv = (job.job, job.namespace, job.commit, job.team)
+                c = self._counters
+                c[metrics.JOB_COST_USD_TOTAL][lv] += float(job.usd)
+                c[metrics.JOB_IDLE_COST_USD_TOTAL][lv] += float(job.idle_usd)
+                c[metrics.JOB_COMPILE_COST_USD_TOTAL][lv] += float(job.compile_usd)
+                c[metrics.JOB_LOST_WORK_COST_USD_TOTAL][lv] += float(job.lost_usd)
+                c[metrics.JOB_GPU_SECONDS_TOTAL][lv] += float(job.gpu_seconds)
+                c[metrics.JOB_TOKENS_TOTAL][lv] += job.tokens
+                c[metrics.JOB_STEPS_TOTAL][lv] += job.steps
+            for n in alloc.nodes:
+                self._counters[metrics.NODE_COST_USD_TOTAL][(n.name,)] += float(n.usd)
+                self._counters[metrics.NODE_IDLE_COST_USD_TOTAL][(n.name,)] += float(n.idle_usd)
+            self._runs["ok"] += 1
+
+    def run_failed(self) -> None:
+        with self._lock:
+            self._runs["error"] += 1
+
+    def set_job_gauges(self, lv: LabelValues, *, usd_per_1m: float | None, budget: float | None) -> None:
+        with self._lock:
+            if usd_per_1m is not None:
+                self._per_1m[lv] = usd_per_1m
+            if budget is not None:
+                self._budget[lv] = budget
+
+    def set_node_hourly(
+        self, node: str, instance_type: str, capacity_type: str, source: str, usd: float
+    ) -> None:
+        with self._lock:
+            for key in [k for k in self._hourly if k[0] == node]:
+                del self._hourly[key]
+            self._hourly[(node, instance_type, capacity_type, source)] = usd
+
+    def value(self, metric: str, label_values: LabelValues) -> float:
+        with self._lock:
+            return self._counters[metric].get(label_values, 0.0)
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            counters = {m: dict(v) for m, v in self._counters.items()}
+            per_1m, budget, hourly, runs = (
+                dict(self._per_1m),
+                dict(self._budget),
+                dict(self._hourly),
+                dict(self._runs),
+            )
+        for name, doc in _JOB_COUNTERS.items():
+            fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=JOB_LABELS)
+            for lv, v in sorted(counters.get(name, {}).items()):
+                fam.add_metric(list(lv), v)
+            yield fam
+        for name, doc in _NODE_COUNTERS.items():
+            fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=["node"])
+            for lv, v in sorted(counters.get(name, {}).items()):
+                fam.add_metric(list(lv), v)
+            yield fam
+        g = GaugeMetricFamily(
+            metrics.JOB_USD_PER_1M_TOKENS, "USD per million tokens so far", labels=JOB_LABELS
         )
-        self.compile = job_counter(metrics.JOB_COMPILE_COST_USD_TOTAL, "Cost of the job's compile time")
-        self.lost = job_counter(
-            metrics.JOB_LOST_WORK_COST_USD_TOTAL, "Cost of steps computed again after restarts"
-        )
-        self.gpu_seconds = job_counter(metrics.JOB_GPU_SECONDS_TOTAL, "Allocated GPU-seconds of the job")
-        self.tokens = job_counter(metrics.JOB_TOKENS_TOTAL, "Tokens attributed to the job by cost accounting")
-        self.steps = job_counter(
-            metrics.JOB_STEPS_TOTAL, "Optimizer steps attributed to the job by cost accounting"
-        )
-        self.per_1m = Gauge(
-            metrics.JOB_USD_PER_1M_TOKENS, "USD per million tokens so far", JOB_LABELS, registry=registry
-        )
-        self.budget = Gauge(
-            metrics.JOB_BUDGET_USD, "spec.budget.limitUSD of the job", JOB_LABELS, registry=registry
-        )
-        self.node_cost = Counter(
-            metrics.NODE_COST_USD_TOTAL.removesuffix("_total"),
-            "Node cost in USD",
-            ["node"],
-            registry=registry,
-        )
-        self.node_idle = Counter(
-            metrics.NODE_IDLE_COST_USD_TOTAL.removesuffix("_total"),
-            "Node cost no pod was allocated, in USD",
-            ["node"],
-            registry=registry,
-        )
-        self.node_hourly = Gauge(
+        for lv, v in sorted(per_1m.items()):
+            g.add_metric(list(lv), v)
+        yield g
+        g = GaugeMetricFamily(metrics.JOB_BUDGET_USD, "spec.budget.limitUSD of the job", labels=JOB_LABELS)
+        for lv, v in sorted(budget.items()):
+            g.add_metric(list(lv), v)
+        yield g
+        g = GaugeMetricFamily(
             metrics.NODE_HOURLY_COST_USD,
             "Hourly price of the node",
-            ["node", "instance_type", "capacity_type", "price_source"],
-            registry=registry,
+            labels=["node", "instance_type", "capacity_type", "price_source"],
         )
-        self.runs = Counter(
-            metrics.COST_ACCOUNTING_RUNS_TOTAL.removesuffix("_total"),
-            "Accounting runs",
-            ["outcome"],
-            registry=registry,
+        for lv, v in sorted(hourly.items()):
+            g.add_metric(list(lv), v)
+        yield g
+        runs_fam = CounterMetricFamily(
+            metrics.COST_ACCOUNTING_RUNS_TOTAL.removesuffix("_total"), "Accounting runs", labels=["outcome"]
         )
-
-    def add_job(self, job: JobCost) -> None:
-        lv = (job.job, job.namespace, job.commit, job.team)
-        self.cost.labels(*lv).inc(float(job.usd))
-        self.idle.labels(*lv).inc(float(job.idle_usd))
-        self.compile.labels(*lv).inc(float(job.compile_usd))
-        self.lost.labels(*lv).inc(float(job.lost_usd))
-        self.gpu_seconds.labels(*lv).inc(float(job.gpu_seconds))
-        self.tokens.labels(*lv).inc(job.tokens)
-        self.steps.labels(*lv).inc(job.steps)
-
-    def add_nodes(self, alloc: Allocation) -> None:
-        for n in alloc.nodes:
-            self.node_cost.labels(n.name).inc(float(n.usd))
-            self.node_idle.labels(n.name).inc(float(n.idle_usd))
+        for outcome, v in sorted(runs.items()):
+            runs_fam.add_metric([outcome], v)
+        yield runs_fam

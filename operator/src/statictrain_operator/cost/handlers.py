@@ -21,6 +21,7 @@ from typing import Any
 
 import kopf
 from prometheus_client import REGISTRY
+from statictrain import labels
 from statictrain.pricing import (
     Catalog,
     CustomPrice,
@@ -83,14 +84,12 @@ class CostRuntime:
             facts = node_facts(node)
             ann = (node.get("metadata") or {}).get("annotations") or {}
             merged = {**ann, **{k: v for k, v in patches.get(facts.name, {}).items() if v is not None}}
-            hourly = merged.get("statictrain.io/hourly-cost-usd")
+            hourly = merged.get(labels.HOURLY_COST)
             if hourly and facts.gpu_count > 0:
-                self.metrics.node_hourly.labels(
-                    facts.name,
-                    facts.instance_type or "",
-                    facts.capacity_type,
-                    merged.get("statictrain.io/price-source", ""),
-                ).set(float(hourly))
+                source = merged.get(labels.PRICE_SOURCE, "")
+                self.metrics.set_node_hourly(
+                    facts.name, facts.instance_type or "", facts.capacity_type, source, float(hourly)
+                )
         return len(patches)
 
     def tick(self) -> None:
@@ -98,7 +97,7 @@ class CostRuntime:
         try:
             self.accountant.run_once()
         except Exception:
-            self.metrics.runs.labels("error").inc()
+            self.metrics.run_failed()
             raise
 
 
