@@ -27,6 +27,11 @@ CACHE_VOLUME = "compile-cache"
 CHECKPOINT_VOLUME = "checkpoint"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 UNKNOWN = "unknown"
+# Trainer exit codes (statictrain_trainer.exitcodes; the trainer documents them).
+EXIT_USER_ERROR = 42
+"""Retrying cannot help (bad entrypoint or settings): fail the job at once."""
+EXIT_PREEMPTED = 143
+"""SIGTERM honoured after a checkpoint (spot notice, drain): retry without counting it."""
 
 
 @dataclass(frozen=True)
@@ -349,6 +354,24 @@ def template_hash(owner: Owner, settings: Settings) -> str:
     return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def pod_failure_policy() -> dict[str, Any]:
+    """Which worker failures count against backoffLimit: disruptions and preemptions do not,
+    user errors fail the job without retries, anything else counts."""
+    return {
+        "rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+            {
+                "action": "FailJob",
+                "onExitCodes": {"containerName": TRAINER, "operator": "In", "values": [EXIT_USER_ERROR]},
+            },
+            {
+                "action": "Ignore",
+                "onExitCodes": {"containerName": TRAINER, "operator": "In", "values": [EXIT_PREEMPTED]},
+            },
+        ]
+    }
+
+
 def worker_job(owner: Owner, settings: Settings) -> dict[str, Any]:
     """The Indexed Job running the workers."""
     spec = owner.spec
@@ -364,9 +387,7 @@ def worker_job(owner: Owner, settings: Settings) -> dict[str, Any]:
         "suspend": bool(spec.get("suspend", False)),
         "backoffLimit": int(run.get("backoffLimit", 3)),
         # Spot preemption and node drains set the DisruptionTarget condition: not the job's fault.
-        "podFailurePolicy": {
-            "rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
-        },
+        "podFailurePolicy": pod_failure_policy(),
         "podReplacementPolicy": "Failed",
         # Worker 0 finishing ends the job (torchrun exits 0 on every node together).
         "successPolicy": {"rules": [{"succeededIndexes": "0"}]},

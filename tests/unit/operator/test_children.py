@@ -195,9 +195,10 @@ def test_job_level_policies() -> None:
     assert js["suspend"] is True
     assert js["backoffLimit"] == 7
     assert js["activeDeadlineSeconds"] == 3600
-    assert js["podFailurePolicy"]["rules"] == [
-        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
-    ]
+    rules = js["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
+    by_code = {r["onExitCodes"]["values"][0]: r["action"] for r in rules[1:]}
+    assert by_code == {42: "FailJob", 143: "Ignore"}
 
 
 def test_service_is_headless_and_selects_the_workers() -> None:
