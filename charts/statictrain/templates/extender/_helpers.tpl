@@ -1,0 +1,61 @@
+{{/* Extender and statictrain kube-scheduler: names, labels, URLs. */}}
+{{- define "statictrain.extender.fullname" -}}
+{{- printf "%s-extender" (include "statictrain.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "statictrain.extender.selectorLabels" -}}
+{{ include "statictrain.selectorLabels" . }}
+app.kubernetes.io/component: extender
+{{- end }}
+{{- define "statictrain.scheduler.fullname" -}}
+{{- printf "%s-scheduler" (include "statictrain.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- define "statictrain.scheduler.selectorLabels" -}}
+{{ include "statictrain.selectorLabels" . }}
+app.kubernetes.io/component: scheduler
+{{- end }}
+{{/* URL prefix kube-scheduler posts to: {prefix}/filter and {prefix}/prioritize. */}}
+{{- define "statictrain.extender.urlPrefix" -}}
+{{- $scheme := ternary "https" "http" (ne .Values.extender.tls.secretName "") -}}
+{{- printf "%s://%s.%s.svc:%d/scheduler" $scheme (include "statictrain.extender.fullname" .) .Release.Namespace (int .Values.extender.port) -}}
+{{- end }}
+{{/* The KubeSchedulerConfiguration of the statictrain kube-scheduler. */}}
+{{- define "statictrain.scheduler.config" -}}
+apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+leaderElection:
+  leaderElect: {{ gt (int $.Values.extender.scheduler.replicas) 1 }}
+  resourceNamespace: {{ .Release.Namespace }}
+  resourceName: {{ include "statictrain.scheduler.fullname" . }}
+profiles:
+- schedulerName: {{ $.Values.extender.scheduler.schedulerName }}
+  plugins:
+    score:
+      disabled:
+      - name: NodeResourcesBalancedAllocation
+  pluginConfig:
+  - name: NodeResourcesFit
+    args:
+      scoringStrategy:
+        type: MostAllocated
+        resources:
+        - {name: nvidia.com/gpu, weight: 5}
+        - {name: statictrain.io/gpu-milli, weight: 5}
+        - {name: cpu, weight: 1}
+        - {name: memory, weight: 1}
+extenders:
+- urlPrefix: {{ include "statictrain.extender.urlPrefix" . | quote }}
+  filterVerb: filter
+  prioritizeVerb: prioritize
+  weight: {{ $.Values.extender.scheduler.extenderWeight }}
+  nodeCacheCapable: true
+  httpTimeout: {{ $.Values.extender.scheduler.httpTimeout }}
+  ignorable: {{ $.Values.extender.scheduler.ignorable }}
+  managedResources:
+  - {name: nvidia.com/gpu, ignoredByScheduler: false}
+  - {name: statictrain.io/gpu-milli, ignoredByScheduler: false}
+  {{- if $.Values.extender.tls.secretName }}
+  tlsConfig:
+    caFile: /etc/statictrain-extender-tls/ca.crt
+    serverName: {{ printf "%s.%s.svc" (include "statictrain.extender.fullname" .) .Release.Namespace }}
+  {{- end }}
+{{- end }}
