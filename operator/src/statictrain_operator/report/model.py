@@ -61,8 +61,8 @@ class ReportWindow:
             raise ValueError(
                 f"window end {fmt_time(self.end)} must be after its start {fmt_time(self.start)}"
             )
-        if not 1 <= self.buckets <= 10_000:
-            raise ValueError("buckets must be within 1..10000")
+        if not 1 <= self.buckets <= 100_000:
+            raise ValueError("buckets must be within 1..100000")
 
     @property
     def step_s(self) -> float:

@@ -1,0 +1,188 @@
+"""Report building and rendering from counter series (pure)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+from statictrain.cost import Sample
+from statictrain_operator.cli import build_parser, run_report
+from statictrain_operator.cost.prom import Series
+from statictrain_operator.report.fetch import _chunks, job_filters
+from statictrain_operator.report.html import to_html
+from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
+from statictrain_operator.report.text import to_csv, to_json, to_table
+
+START = datetime(2026, 3, 1, tzinfo=UTC)
+END = datetime(2026, 3, 1, 4, tzinfo=UTC)  # 4 h, 4 buckets of 1 h
+W = ReportWindow(START, END, buckets=4)
+
+
+def counter(value_at: Callable[[float], float | None], labels: dict[str, str]) -> Series:
+    """A counter evaluated at the report's points; None = series absent at that point."""
+    pts = []
+    for i in range(W.buckets + 1):
+        t = W.eval_start + i * W.step_s
+        v = value_at((t - W.eval_start) / 3600)
+        if v is not None:
+            pts.append(Sample(t, v))
+    return Series(labels, tuple(pts))
+
+
+def jl(job: str, ns: str, commit: str, team: str = "t") -> dict[str, str]:
+    return {"job_name": job, "namespace": ns, "commit": commit, "team": team}
+
+
+def scenario() -> tuple[dict[str, list[Series]], dict[str, list[Series]]]:
+    # node: 10 $/h all along (100 $ before the window); job a: 4 $/h; job b starts at 2 h, 3 $/h;
+    # job c: 2 $/h with an operator restart (counter reset) at 3 h.
+    a = counter(lambda h: 50 + 4 * h, jl("a", "ns1", "c1"))
+    b = counter(
+        lambda h: None if h < 2 else 3 * (h - 1), jl("b", "ns2", "c2")
+    )  # first seen at 3 $ (1 h at 2 h)
+    c = counter(lambda h: 7 + 2 * h if h < 3 else 2 * (h - 3) + 0.0, jl("c", "ns2", "c1"))
+    tokens_a = counter(lambda h: 1e6 * h, jl("a", "ns1", "c1"))
+    usd = [a, b, c]
+    node_usd = counter(lambda h: 100 + 10 * h, {"node": "n1"})
+    # unallocated node cost, an independent input here (the operator exports it)
+    idle = counter(lambda h: [0, 4, 8, 9, 12][round(h)], {"node": "n1"})
+    return {"usd": usd, "tokens": [tokens_a]}, {"node_usd": [node_usd], "node_idle_usd": [idle]}
+
+
+def test_rows_by_job_with_baseline_new_series_and_reset() -> None:
+    jobs, nodes = scenario()
+    r = build_report(W, "job", jobs, nodes)
+    got = {row.key: round(row.usd, 9) for row in r.rows}
+    assert got == {("ns1", "a"): 16.0, ("ns2", "b"): 9.0, ("ns2", "c"): 6.0}
+    assert r.node_usd == 40.0 and r.node_idle_usd == 12.0
+    assert r.invariant_ratio is not None and abs(r.invariant_ratio - (31 + 12) / 40) < 1e-12
+    assert [row.key for row in r.rows] == [("ns1", "a"), ("ns2", "b"), ("ns2", "c")]
+
+
+@pytest.mark.parametrize(
+    ("by", "want"),
+    [
+        ("commit", {("c1",): 22.0, ("c2",): 9.0}),
+        ("namespace", {("ns1",): 16.0, ("ns2",): 15.0}),
+        ("team", {("t",): 31.0}),
+    ],
+)
+def test_group_by(by: str, want: dict[tuple[str, ...], float]) -> None:
+    jobs, nodes = scenario()
+    r = build_report(W, by, jobs, nodes)  # type: ignore[arg-type]
+    assert {row.key: round(row.usd, 9) for row in r.rows} == want
+
+
+def test_usd_per_1m_tokens_per_commit_and_buckets() -> None:
+    jobs, nodes = scenario()
+    r = build_report(W, "commit", jobs, nodes)
+    assert r.commit_tokens["c1"] == pytest.approx((22.0, 4e6))
+    row = next(x for x in r.rows if x.key == ("c1",))
+    assert row.usd_per_1m_tokens == pytest.approx(5.5)
+    assert r.namespace_buckets["ns1"] == pytest.approx([4, 4, 4, 4])
+    # c: reset at 3 h loses that bucket's pre-reset part; b: first seen at 2 h with 3 $ already
+    assert r.namespace_buckets["ns2"] == pytest.approx([2, 5, 3, 5])
+
+
+def test_filtered_report_does_not_claim_the_invariant() -> None:
+    jobs, nodes = scenario()
+    r = build_report(W, "job", jobs, nodes, filters={"namespace": ["ns1"]})
+    assert r.invariant_ratio is None
+
+
+def test_empty_window_is_a_clear_error() -> None:
+    with pytest.raises(
+        EmptyWindowError, match=r"no cost data in \[2026-03-01T00:00:00Z, 2026-03-01T04:00:00Z\)"
+    ):
+        build_report(W, "job", {}, {})
+
+
+def test_renderers_are_deterministic_and_agree() -> None:
+    jobs, nodes = scenario()
+    outs = [
+        (to_table(r), to_csv(r), to_json(r), to_html(r))
+        for r in (build_report(W, "commit", jobs, nodes) for _ in range(2))
+    ]
+    assert outs[0] == outs[1]
+    table, csv_text, json_text, _ = outs[0]
+    doc = json.loads(json_text)
+    assert doc["window"] == {
+        "start": "2026-03-01T00:00:00Z",
+        "end": "2026-03-01T04:00:00Z",
+        "half_open": True,
+        "buckets": 4,
+    }
+    assert [row["usd"] for row in doc["rows"]] == ["22.000000", "9.000000"]
+    assert csv_text.splitlines()[1].startswith("c1,22.000000,")
+    assert "c1" in table and "(jobs+idle)/nodes = 1.075000" in table
+
+
+def test_html_is_self_contained_with_three_charts() -> None:
+    jobs, nodes = scenario()
+    jobs["usd"].append(counter(lambda h: 1.0, jl("<script>alert(1)</script>", "ns3", "x")))
+    html = to_html(build_report(W, "job", jobs, nodes))
+    assert html.count("<svg") == 3
+    assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert "&lt;script&gt;" in html
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"start": datetime(2026, 3, 1), "end": END}, "must be UTC"),
+        ({"start": END, "end": START}, "must be after"),
+        ({"start": START, "end": END, "buckets": 0}, "buckets"),
+    ],
+    ids=["naive-time", "inverted", "zero-buckets"],
+)
+def test_window_validation(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ReportWindow(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("text", "match"), [("2026-03-01", "no time zone"), ("yesterday", "RFC 3339")])
+def test_parse_utc_errors(text: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        parse_utc(text)
+
+
+def test_chunks_cover_every_point_once() -> None:
+    w = ReportWindow(START, END, buckets=25_000)
+    chunks = _chunks(w)
+    assert len(chunks) == 3
+    assert chunks[0][0] == w.eval_start and abs(chunks[-1][1] - w.eval_end) < 1e-6
+
+
+def test_unknown_filter() -> None:
+    with pytest.raises(ValueError, match="unknown filter"):
+        job_filters({"pod": ["x"]})
+
+
+def test_cli_unreachable_prometheus_and_missing_window() -> None:
+    err = io.StringIO()
+    args = build_parser().parse_args(
+        [
+            "report",
+            "--last",
+            "1h",
+            "--prometheus-url",
+            "http://127.0.0.1:9",
+            "--no-progress",
+            "--timeout",
+            "2",
+        ]
+    )
+    assert run_report(args, stderr=err) == 1
+    assert "cannot reach Prometheus at http://127.0.0.1:9" in err.getvalue()
+    err2 = io.StringIO()
+    assert run_report(argparse.Namespace(**{**vars(args), "last": None}), stderr=err2) == 2
+    assert "give --from" in err2.getvalue()
+
+
+def test_cli_rejects_bad_times() -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["report", "--from", "2026-03-01"])
