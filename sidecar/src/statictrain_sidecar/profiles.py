@@ -52,7 +52,8 @@ class ProfileInfo:
 
     id: str
     state: str
-    """requested (waiting for the trainer) | captured (files under profiles/<id>/) | expired"""
+    """requested (waiting for the trainer) | capturing (its folder exists, no finished file yet) |
+    captured (files under profiles/<id>/) | expired (not taken in time, withdrawn)"""
     files: tuple[str, ...] = ()
     bytes: int = 0
 
@@ -172,8 +173,9 @@ class ProfileRequests:
     def _listing(self) -> list[ProfileInfo]:
         out = [ProfileInfo(pid, "requested") for pid in self._pending()]
         for path, _, size in sorted(self._captures(), key=lambda c: c[1]):
-            files = tuple(sorted(str(f.relative_to(path)) for f in path.rglob("*") if f.is_file()))
-            out.append(ProfileInfo(path.name, "captured", files, size))
+            names = (str(f.relative_to(path)) for f in path.rglob("*") if f.is_file())
+            files = tuple(sorted(n for n in names if not Path(n).name.startswith(".")))
+            out.append(ProfileInfo(path.name, "captured" if files else "capturing", files, size))
         out.extend(ProfileInfo(pid, "expired") for pid in self._expired)
         return out
 

@@ -102,3 +102,12 @@ def test_files_are_served_only_from_inside_a_capture(profiles: Any, tmp_path: Pa
         with pytest.raises(ProfileError) as e:
             profiles.file(pid, name)
         assert e.value.status == 404
+
+
+def test_a_capture_in_progress_is_not_yet_captured(profiles: Any, tmp_path: Path) -> None:
+    d = tmp_path / PROFILES_DIR / "p5"
+    d.mkdir(parents=True)
+    (d / ".trace.json.tmp").write_text("{")
+    assert [(p.id, p.state, p.files) for p in profiles.listing()] == [("p5", "capturing", ())]
+    (d / ".trace.json.tmp").replace(d / "trace.json")
+    assert [(p.id, p.state, p.files) for p in profiles.listing()] == [("p5", "captured", ("trace.json",))]
