@@ -182,7 +182,7 @@ def worker(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Wo
 
 def test_prometheus_returns_every_documented_series_with_the_pod_labels(
     cluster: LocalCluster, worker: Worker
-):
+) -> None:
     selector = ",".join(f'{k}="{v}"' for k, v in worker.identity.items())
     expected = set(EXPORTED_METRICS) - GPU_ONLY
 
