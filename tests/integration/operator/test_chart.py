@@ -1,0 +1,140 @@
+"""The Helm chart: lint, render, install into the real cluster (PSS restricted), least-privilege RBAC."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+from typing import Any
+
+import pytest
+import yaml
+
+from .conftest import Kube, stj, wait_for
+
+pytestmark = pytest.mark.cluster
+
+CHART = pathlib.Path(__file__).resolve().parents[3] / "charts" / "statictrain"
+
+
+def test_helm_lint_is_clean(cluster: Any) -> None:
+    proc = cluster.helm("lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in proc.stdout
+
+
+def test_every_value_is_documented() -> None:
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    undocumented = []
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "-")) or ":" not in stripped:
+            continue
+        if stripped.endswith(":") and not lines[i - 1].strip().startswith("# --"):
+            # a section header documents itself through its children
+            continue
+        if not lines[i - 1].strip().startswith("# --"):
+            undocumented.append(stripped)
+    assert undocumented == []
+
+
+def test_crds_come_from_the_one_source() -> None:
+    assert (CHART / "crds").resolve() == (CHART.parents[1] / "crds").resolve()
+
+
+def _render(cluster: Any, *sets: str) -> list[dict[str, Any]]:
+    args = ["template", "st", str(CHART), "--namespace", "statictrain-system", "--include-crds"]
+    for s in sets:
+        args += ["--set", s]
+    return [d for d in yaml.safe_load_all(cluster.helm(*args).stdout) if d]
+
+
+def test_rendered_objects(cluster: Any) -> None:
+    docs = _render(cluster, "operator.watchNamespaces={a,b}", "workers.schedulerName=custom")
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "CustomResourceDefinition",
+        "Deployment",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
+    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    assert dep["spec"]["strategy"] == {"type": "Recreate"}
+    assert dep["spec"]["replicas"] == 1
+    (container,) = dep["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["STATICTRAIN_OPERATOR_NAMESPACES"] == "a,b"
+    assert env["STATICTRAIN_OPERATOR_SCHEDULER_NAME"] == "custom"
+    assert json.loads(env["STATICTRAIN_OPERATOR_TOLERATIONS"])[0]["key"] == "nvidia.com/gpu"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    sc = container["securityContext"]
+    assert (sc["allowPrivilegeEscalation"], sc["runAsNonRoot"], sc["capabilities"]["drop"]) == (
+        False,
+        True,
+        ["ALL"],
+    )
+    assert dep["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+
+
+def test_rbac_grants_no_secrets_and_no_exec(cluster: Any) -> None:
+    docs = _render(cluster)
+    rules = [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+    for rule in rules:
+        assert "*" not in rule["verbs"] and "*" not in rule["resources"]
+        assert "secrets" not in rule["resources"]
+        assert "pods/exec" not in rule["resources"]
+
+
+def test_install_creates_every_object_in_a_restricted_namespace(
+    cluster: Any, namespace: str, crd: str
+) -> None:
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    release = f"st-{namespace}"[:40]
+    cluster.helm(
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        "--wait=false",
+        "--set",
+        f"operator.watchNamespaces={{{namespace}}}",
+    )
+    try:
+        kube = Kube(cluster, namespace)
+        full = f"{release}-statictrain-operator" if "statictrain" not in release else f"{release}-operator"
+        assert kube.get("deployment", full) is not None
+        assert kube.get("serviceaccount", full) is not None
+        assert kube.get("role", f"{full}-heartbeat") is not None
+        assert kube.get("rolebinding", f"{full}-heartbeat") is not None
+        assert cluster.kubectl("get", "clusterrole", full, "--ignore-not-found").stdout
+        assert cluster.kubectl("get", "clusterrolebinding", full, "--ignore-not-found").stdout
+        # PSS restricted admits the operator pod (it is created; no node runs it on a kwok cluster).
+        wait_for(
+            lambda: kube.list("pods", "app.kubernetes.io/component=operator"),
+            "the operator pod to be admitted",
+        )
+        sa = f"system:serviceaccount:{namespace}:{full}"
+        can = cluster.kubectl("auth", "can-i", "--list", f"--as={sa}").stdout
+        assert "secrets" not in can
+        assert "pods/exec" not in can
+        for verb, res in (("create", "jobs.batch"), ("patch", "statictrainingjobs.statictrain.io/status")):
+            assert (
+                cluster.kubectl("auth", "can-i", verb, res, f"--as={sa}", check=False).stdout.strip() == "yes"
+            )
+        assert (
+            cluster.kubectl("auth", "can-i", "get", "secrets", f"--as={sa}", "-A", check=False).stdout.strip()
+            == "no"
+        )
+    finally:
+        cluster.helm("uninstall", release, "--namespace", namespace, check=False)
+
+
+def test_worker_pods_are_admitted_under_pss_restricted(
+    namespace: str, kube: Kube, make_operator: Any, cluster: Any
+) -> None:
+    cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    make_operator()
+    kube.apply(stj("pss", replicas=1, resources={"gpusPerReplica": 1}))
+    wait_for(lambda: kube.list("pods", "statictrain.io/job=pss"), "the worker pod to be admitted")
