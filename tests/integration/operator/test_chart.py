@@ -21,19 +21,37 @@ def test_helm_lint_is_clean(cluster: Any) -> None:
     assert "0 chart(s) failed" in proc.stdout
 
 
-def test_every_value_is_documented() -> None:
-    lines = (CHART / "values.yaml").read_text().splitlines()
-    undocumented = []
-    for i, line in enumerate(lines):
+def undocumented_values(text: str) -> list[str]:
+    """Keys with no "# --" comment block above them and no documented parent key."""
+    out: list[str] = []
+    stack: list[tuple[int, bool]] = []  # (indent, documented) of the enclosing keys
+    comment: list[str] = []
+    for line in text.splitlines():
         stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "-")) or ":" not in stripped:
+        if stripped.startswith("#"):
+            comment.append(stripped)
             continue
-        if stripped.endswith(":") and not lines[i - 1].strip().startswith("# --"):
-            # a section header documents itself through its children
+        if not stripped or stripped.startswith("-") or ":" not in stripped:
+            comment = []
             continue
-        if not lines[i - 1].strip().startswith("# --"):
-            undocumented.append(stripped)
-    assert undocumented == []
+        indent = len(line) - len(line.lstrip())
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        documented = any(c.startswith("# --") for c in comment) or any(d for _, d in stack)
+        is_section = stripped.endswith(":")
+        if not documented and not is_section:
+            out.append(stripped)
+        stack.append((indent, documented))
+        comment = []
+    return out
+
+
+def test_every_value_is_documented() -> None:
+    assert undocumented_values((CHART / "values.yaml").read_text()) == []
+
+
+def test_the_documentation_check_finds_a_bare_value() -> None:
+    assert undocumented_values("a:\n  # -- documented\n  b: 1\n  c: 2\n") == ["c: 2"]
 
 
 def test_crds_come_from_the_one_source() -> None:
@@ -79,7 +97,14 @@ def test_rendered_objects(cluster: Any) -> None:
 
 def test_rbac_grants_no_secrets_and_no_exec(cluster: Any) -> None:
     docs = _render(cluster)
-    rules = [r for d in docs if d["kind"] in ("ClusterRole", "Role") for r in d["rules"]]
+    rules = [
+        r
+        for d in docs
+        if d["kind"] in ("ClusterRole", "Role")
+        and d["metadata"]["labels"].get("app.kubernetes.io/component") == "operator"
+        for r in d["rules"]
+    ]
+    assert rules
     for rule in rules:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         assert "secrets" not in rule["resources"]
