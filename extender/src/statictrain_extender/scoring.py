@@ -5,7 +5,12 @@ For each candidate node::
     cost_per_work = price per GPU-hour / relative throughput of its GPU for this job
     cost_score    = cheapest cost_per_work among candidates / this node's   (1 = cheapest)
     pack_score    = fraction of the node's GPUs already allocated           (1 = full)
-    score         = round(MAX_SCORE * (w_cost * cost_score + w_pack * pack_score) / (w_cost + w_pack))
+    value         = w_cost * cost_score + w_pack * pack_score
+    score         = round(MAX_SCORE * value / best value among candidates)   (best = MAX_SCORE)
+
+Scaling by the best candidate spends the whole 0-10 range kube-scheduler
+allows on the nodes actually in play, so a 10% price difference is not lost
+to rounding.
 
 Pods without GPUs use the whole-node price instead of the per-GPU one. A node
 without a price gets cost_score 0: unknown is never cheap.
@@ -104,11 +109,12 @@ def score_nodes(
     costs = [cost_per_work(n, gpu_pod, throughput, weights.unknown_throughput) for n in nodes]
     known = [c for c in costs if c is not None and c > 0]
     cheapest = min(known) if known else None
-    total = weights.cost + weights.pack
-    scores: list[int] = []
+    values: list[float] = []
     for node, cost in zip(nodes, costs, strict=True):
         cost_score = cheapest / cost if cheapest is not None and cost is not None and cost > 0 else 0.0
         pack = pack_fraction(node, used_gpu_milli.get(node.name, 0)) if gpu_pod else 0.0
-        value = MAX_SCORE * (weights.cost * cost_score + weights.pack * pack) / total
-        scores.append(min(MAX_SCORE, max(0, round(value))))
-    return scores
+        values.append(weights.cost * cost_score + weights.pack * pack)
+    best = max(values, default=0.0)
+    if best <= 0:
+        return [0] * len(values)
+    return [min(MAX_SCORE, max(0, round(MAX_SCORE * v / best))) for v in values]

@@ -44,7 +44,7 @@ TABLE = {"A100": 1.0, "H100": 2.5, "T4": 0.15}
             True,
             {"half": 4000},
             Weights(cost=0, pack=1),
-            [0, 5],
+            [0, 10],
             id="packing-prefers-partly-used",
         ),
         pytest.param(
@@ -52,7 +52,7 @@ TABLE = {"A100": 1.0, "H100": 2.5, "T4": 0.15}
             True,
             {"half": 6000},
             Weights(cost=1, pack=1),
-            [5, 9],
+            [6, 10],
             id="equal-price-packing-breaks-tie",
         ),
         pytest.param(
@@ -60,7 +60,7 @@ TABLE = {"A100": 1.0, "H100": 2.5, "T4": 0.15}
             True,
             {"dear-full": 7000},
             Weights(cost=4, pack=1),
-            [8, 6],
+            [10, 7],
             id="cost-weight-dominates",
         ),
         pytest.param(
@@ -84,7 +84,7 @@ TABLE = {"A100": 1.0, "H100": 2.5, "T4": 0.15}
             False,
             {"gpu": 8000},
             Weights(cost=1, pack=1),
-            [5, 0],
+            [10, 0],
             id="cpu-pod-uses-node-price-no-packing",
         ),
         pytest.param(
