@@ -1,0 +1,241 @@
+"""Operator scale benchmark: N StaticTrainingJobs created at once on the real local cluster.
+
+Measures, on one run:
+- all_workers_s: from the first create request until every worker pod of every
+  job exists (operator handler + Job controller), seen through a watch;
+- handler latency per job: from the job's create response until its worker Job
+  is visible through a watch (the operator's event -> handler -> API write),
+  p50 and p99.
+
+The operator runs as a real subprocess (statictrain-operator) watching one
+fresh namespace. Writes bench/results/operator_scale.json.
+
+    .venv/bin/python bench/operator_scale.py [--jobs 200] [--cluster NAME]
+
+--cluster attaches to a running `statictrain-cluster start --name NAME`;
+without it a cluster is started for the run and stopped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import pathlib
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+import uuid
+from importlib import metadata
+from typing import Any
+
+from kubernetes import client, config, watch
+from statictrain import labels
+from statictrain_localcluster.cluster import LocalCluster, build_binaries
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+RESULT = REPO / "bench" / "results" / "operator_scale.json"
+TOLERATIONS = [
+    {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"},
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def manifest(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": labels.API_VERSION,
+        "kind": labels.KIND,
+        "metadata": {"name": name, "labels": {labels.COMMIT: "bench", labels.TEAM: "bench"}},
+        "spec": {
+            "image": "ghcr.io/statictrain/trainer:0.1.0",
+            "entrypoint": "statictrain_trainer.examples.tiny:build",
+            "replicas": 1,
+            "resources": {"gpusPerReplica": 1},
+        },
+    }
+
+
+class Watcher(threading.Thread):
+    """Records the first time each object of `kind` appears in the namespace."""
+
+    def __init__(self, list_fn: Any, namespace: str, selector: str) -> None:
+        super().__init__(daemon=True)
+        self.list_fn, self.namespace, self.selector = list_fn, namespace, selector
+        self.seen: dict[str, float] = {}
+        self.ready = threading.Event()
+        self.stop = watch.Watch()
+
+    def run(self) -> None:
+        initial = self.list_fn(self.namespace, label_selector=self.selector)
+        self.ready.set()
+        for event in self.stop.stream(
+            self.list_fn,
+            self.namespace,
+            label_selector=self.selector,
+            resource_version=initial.metadata.resource_version,
+        ):
+            self.seen.setdefault(event["object"].metadata.name, time.monotonic())
+
+
+def machine() -> dict[str, Any]:
+    cpu = "unknown"
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_gb, 1), "os": platform.platform()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--jobs", type=int, default=200)
+    p.add_argument(
+        "--cluster",
+        default=os.environ.get("STATICTRAIN_TEST_CLUSTER"),
+        help="name of a running local cluster to attach to",
+    )
+    p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--out", type=pathlib.Path, default=RESULT)
+    args = p.parse_args(argv)
+
+    own = args.cluster is None
+    cluster = LocalCluster(args.cluster or f"st-bench-{os.getpid()}")
+    if own:
+        cluster.start(build_binaries(log=sys.stderr), log=sys.stderr)
+    ns = f"bench-{uuid.uuid4().hex[:6]}"
+    op: subprocess.Popen[bytes] | None = None
+    try:
+        cluster.kubectl(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            str(REPO / "crds" / "statictrain.io_statictrainingjobs.yaml"),
+        )
+        cluster.kubectl("wait", "--for=condition=Established", "crd/statictrainingjobs.statictrain.io")
+        cluster.kubectl("create", "namespace", ns)
+        cfg = client.Configuration()
+        config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)  # type: ignore[no-untyped-call]
+        cfg.connection_pool_maxsize = 32
+        api = client.ApiClient(cfg)
+        custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
+
+        env = dict(cluster.env)
+        env.update(
+            {
+                "STATICTRAIN_OPERATOR_NAMESPACES": ns,
+                "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps(TOLERATIONS),
+            }
+        )
+        exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
+        assert exe, "statictrain-operator is not installed next to this python"
+        log = (pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"{ns}-operator.log").open("wb")
+        port = 18080 + os.getpid() % 1000
+        op = subprocess.Popen(
+            [exe, "--liveness", f"http://127.0.0.1:{port}/healthz"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
+                break
+            except OSError:
+                if time.monotonic() > deadline or op.poll() is not None:
+                    raise SystemExit(f"operator did not become healthy; log: {log.name}") from None
+                time.sleep(0.2)
+
+        selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+        jobs_w = Watcher(batch.list_namespaced_job, ns, selector)
+        pods_w = Watcher(core.list_namespaced_pod, ns, labels.JOB)
+        for w in (jobs_w, pods_w):
+            w.start()
+            w.ready.wait(30)
+
+        names = [f"job-{i:04d}" for i in range(args.jobs)]
+        created: dict[str, float] = {}
+
+        def create(name: str) -> None:
+            custom.create_namespaced_custom_object(
+                labels.GROUP, labels.VERSION, ns, labels.PLURAL, manifest(name)
+            )
+            created[name] = time.monotonic()
+
+        t0 = time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            list(pool.map(create, names))
+        t_applied = time.monotonic() - t0
+        deadline = time.monotonic() + args.timeout
+        want_jobs = {f"{n}-worker" for n in names}
+        while time.monotonic() < deadline:
+            if want_jobs <= set(jobs_w.seen) and len(pods_w.seen) >= args.jobs:
+                break
+            time.sleep(0.1)
+        else:
+            raise SystemExit(f"timed out: {len(jobs_w.seen)} Jobs, {len(pods_w.seen)} pods of {args.jobs}")
+        all_workers_s = max(pods_w.seen.values()) - t0
+        latencies = [jobs_w.seen[f"{n}-worker"] - created[n] for n in names]
+        versions = {d: metadata.version(d) for d in ("kopf", "kubernetes", "statictrain-operator")}
+        versions["python"] = platform.python_version()
+        versions["kube-apiserver"] = json.loads(cluster.kubectl("version", "-o", "json").stdout)[
+            "serverVersion"
+        ]["gitVersion"]
+        result = {
+            "jobs": args.jobs,
+            "replicas_per_job": 1,
+            "all_workers_s": round(all_workers_s, 3),
+            "handler_latency_p50_s": round(percentile(latencies, 50), 4),
+            "handler_latency_p99_s": round(percentile(latencies, 99), 4),
+            "handler_latency_max_s": round(max(latencies), 4),
+            "handler_latency_mean_s": round(statistics.fmean(latencies), 4),
+            "create_requests_s": round(t_applied, 3),
+            "goals": {"all_workers_s": 30, "handler_latency_p50_s": 0.2, "handler_latency_p99_s": 1.0},
+            "definitions": {
+                "all_workers_s": "first create request -> last worker pod seen by a watch "
+                "(operator + Job controller)",
+                "handler_latency": "create response of a StaticTrainingJob -> its worker Job seen by a watch "
+                "(kopf event delivery, handler, API write, watch delivery)",
+            },
+            "setup": "operator subprocess watching one namespace; 16 client threads create the jobs; "
+            "the control plane, kwok, Prometheus and the operator share the machine",
+            "command": " ".join([pathlib.Path(sys.executable).name, *sys.argv]),
+            "machine": machine(),
+            "versions": versions,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        }
+        for w in (jobs_w, pods_w):
+            w.stop.stop()  # type: ignore[no-untyped-call]
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result, indent=2))
+        return 0
+    finally:
+        if op is not None:
+            op.terminate()
+            op.wait(30)
+        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        if own:
+            cluster.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
