@@ -76,12 +76,12 @@ class Watcher(threading.Thread):
         self.list_fn, self.namespace, self.selector = list_fn, namespace, selector
         self.seen: dict[str, float] = {}
         self.ready = threading.Event()
-        self.stop = watch.Watch()
+        self.stop = watch.Watch()  # type: ignore[no-untyped-call]
 
     def run(self) -> None:
         initial = self.list_fn(self.namespace, label_selector=self.selector)
         self.ready.set()
-        for event in self.stop.stream(
+        for event in self.stop.stream(  # type: ignore[no-untyped-call]
             self.list_fn,
             self.namespace,
             label_selector=self.selector,
