@@ -60,7 +60,8 @@ def reconcile_children(body: kopf.Body, patch: kopf.Patch, memo: Any, logger: ko
     name = children.worker_name(owner.name)
     observed_svc = workers.read_service(rt.clients, owner.namespace, name)
     observed_job = workers.read_job(rt.clients, owner.namespace, name)
-    plan = reconcile.plan(owner, rt.settings, observed_svc, observed_job)
+    finished = body.status.get("phase") in api.FINISHED_PHASES
+    plan = reconcile.plan(owner, rt.settings, observed_svc, observed_job, finished=finished)
     for obj in plan.create:
         if workers.create(rt.clients, obj):
             logger.info(f"created {obj['kind']} {name}")
@@ -199,10 +200,7 @@ def heartbeat_seen(memo: Any, **_: Any) -> None:
 @kopf.on.probe(id="watch-heartbeat")
 def watch_heartbeat_age(memo: Any, **_: Any) -> str:
     """Seconds since the watch last delivered the heartbeat; fails (HTTP 500) after 6 missed beats."""
-    rt = runtime.of(memo)
-    if not rt.settings.heartbeat_namespace:
-        return "disabled"
-    age = (rt.clock() - (rt.heartbeat_seen or rt.started)).total_seconds()
-    if age > 6 * rt.settings.heartbeat_s:
-        raise kopf.PermanentError(f"no heartbeat through the watch for {age:.0f}s: the watch looks dead")
-    return f"{age:.1f}s"
+    healthy, message = runtime.of(memo).heartbeat_verdict()
+    if not healthy:
+        raise kopf.PermanentError(message)
+    return message

@@ -53,8 +53,16 @@ def plan(
     settings: Settings,
     observed_service: Mapping[str, Any] | None,
     observed_job: Mapping[str, Any] | None,
+    *,
+    finished: bool = False,
 ) -> Plan:
-    """The writes that bring the children of `owner` to the desired state."""
+    """The writes that bring the children of `owner` to the desired state.
+
+    A job that already Succeeded or Failed (`finished`) gets nothing, even if
+    its children are gone: it must never train again.
+    """
+    if finished:
+        return Plan()
     create: list[dict[str, Any]] = []
     desired_job = children.worker_job(owner, settings)
     for kind, observed, desired in (

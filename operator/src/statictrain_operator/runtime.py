@@ -31,6 +31,15 @@ class Runtime:
     heartbeat_seen: datetime | None = None
     """When the watch last delivered a renewed heartbeat Lease."""
 
+    def heartbeat_verdict(self) -> tuple[bool, str]:
+        """(healthy, message): unhealthy after 6 heartbeat periods without one arriving through the watch."""
+        if not self.settings.heartbeat_namespace:
+            return True, "disabled"
+        age = (self.clock() - (self.heartbeat_seen or self.started)).total_seconds()
+        if age > 6 * self.settings.heartbeat_s:
+            return False, f"no heartbeat through the watch for {age:.0f}s: the watch looks dead"
+        return True, f"{age:.1f}s"
+
 
 def of(memo: Any) -> Runtime:
     """The Runtime stored in kopf's memo by main."""

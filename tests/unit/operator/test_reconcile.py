@@ -89,3 +89,7 @@ def test_hash_annotation_is_on_the_desired_job() -> None:
     assert job["metadata"]["annotations"][api.TEMPLATE_HASH_ANNOTATION] == children.template_hash(
         b.owner(), S
     )
+
+
+def test_a_finished_job_whose_children_are_gone_is_never_restarted() -> None:
+    assert reconcile.plan(b.owner(), S, None, None, finished=True).empty

@@ -1,0 +1,65 @@
+"""The liveness verdict and the Job-after-plan view (the logic the handlers hold)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
+from typing import Any, cast
+
+import kopf
+import pytest
+from statictrain_operator import children, handlers, reconcile, runtime
+from statictrain_operator.settings import Settings
+
+from . import builders as b
+
+T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+def memo(now: datetime, seen: datetime | None, heartbeat_namespace: str = "ops") -> Any:
+    rt = runtime.Runtime(
+        settings=Settings(heartbeat_namespace=heartbeat_namespace, heartbeat_s=10),
+        clients=cast(Any, None),  # the verdict makes no API call
+        holder="test",
+        clock=lambda: now,
+        started=T0,
+    )
+    rt.heartbeat_seen = seen
+    return SimpleNamespace(runtime=rt)
+
+
+def verdict(m: Any) -> str:
+    healthy, message = runtime.of(m).heartbeat_verdict()
+    if not healthy:
+        raise kopf.PermanentError(message)
+    return message
+
+
+def test_probe_reports_the_heartbeat_age() -> None:
+    assert verdict(memo(T0 + timedelta(seconds=12), T0 + timedelta(seconds=9))) == "3.0s"
+
+
+def test_probe_fails_when_the_watch_stops_delivering() -> None:
+    with pytest.raises(kopf.PermanentError, match="watch looks dead"):
+        verdict(memo(T0 + timedelta(seconds=200), T0 + timedelta(seconds=100)))
+
+
+def test_probe_counts_from_start_until_the_first_heartbeat() -> None:
+    assert verdict(memo(T0 + timedelta(seconds=30), None)) == "30.0s"
+    with pytest.raises(kopf.PermanentError):
+        verdict(memo(T0 + timedelta(seconds=61), None))
+
+
+def test_probe_is_disabled_without_a_heartbeat_namespace() -> None:
+    assert verdict(memo(T0 + timedelta(days=1), None, heartbeat_namespace="")) == "disabled"
+
+
+def test_job_after_plan() -> None:
+    o = b.owner()
+    job = b.observed(children.worker_job(o, Settings()))
+    assert handlers._job_after(reconcile.Plan(delete_job=True), job) is None
+    created = children.worker_job(o, Settings())
+    assert handlers._job_after(reconcile.Plan(create=[created]), None) is created
+    patched = handlers._job_after(reconcile.Plan(job_patch={"spec": {"suspend": True}}), job)
+    assert patched is not None and patched["spec"]["suspend"] is True
+    assert handlers._job_after(reconcile.Plan(), job) is job
