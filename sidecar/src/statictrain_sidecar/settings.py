@@ -11,10 +11,13 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from statictrain import envvars
 
 __all__ = ["Identity", "Settings", "SettingsError"]
+
+_N = TypeVar("_N", int, float)
 
 MAX_LABEL_VALUE_CHARS = 253
 """Longest identity label value kept (a Kubernetes object name's limit); longer ones are cut."""
@@ -110,14 +113,14 @@ class Settings:
         return cls(
             identity=identity,
             stats_dir=Path(stats) if stats else None,
-            port=_int(env, envvars.METRICS_PORT, d.port),
+            port=_number(env, envvars.METRICS_PORT, d.port),
             bind=env.get(envvars.METRICS_BIND, "").strip() or d.bind,
-            sample_interval_s=_float(env, envvars.SAMPLE_INTERVAL_S, d.sample_interval_s),
+            sample_interval_s=_number(env, envvars.SAMPLE_INTERVAL_S, d.sample_interval_s),
             gpus=gpus,
             nvml=_bool(env, envvars.SIDECAR_NVML, d.nvml),
-            profile_max_steps=_int(env, envvars.PROFILE_MAX_STEPS, d.profile_max_steps),
-            profile_timeout_s=_float(env, envvars.PROFILE_TIMEOUT_S, d.profile_timeout_s),
-            profile_max_bytes=_int(env, envvars.PROFILE_MAX_BYTES, d.profile_max_bytes),
+            profile_max_steps=_number(env, envvars.PROFILE_MAX_STEPS, d.profile_max_steps),
+            profile_timeout_s=_number(env, envvars.PROFILE_TIMEOUT_S, d.profile_timeout_s),
+            profile_max_bytes=_number(env, envvars.PROFILE_MAX_BYTES, d.profile_max_bytes),
         )
 
 
@@ -125,24 +128,16 @@ def _label(env: Mapping[str, str], name: str) -> str:
     return env.get(name, "").strip()[:MAX_LABEL_VALUE_CHARS]
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _number(env: Mapping[str, str], name: str, default: _N) -> _N:
     raw = env.get(name, "").strip()
     if not raw:
         return default
+    kind = type(default)
     try:
-        return int(raw)
+        return kind(raw)
     except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not an integer: use digits, for example {default}") from None
-
-
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        return float(raw)
-    except ValueError:
-        raise SettingsError(f"{name}={raw!r} is not a number: use seconds, for example {default}") from None
+        what = "an integer" if kind is int else "a number"
+        raise SettingsError(f"{name}={raw!r} is not {what}: for example {default}") from None
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
