@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from prometheus_client import CollectorRegistry
 from statictrain import labels
 from statictrain.cost import Sample
@@ -172,8 +173,32 @@ def test_prometheus_down_still_accounts_allocated_time() -> None:
     assert kube.jobs[("ns", "a")]["status"]["cost"]["idleUSD"] == "0.000000000"  # unknown is not idle
 
 
-def test_lagging_job_is_accounted_from_its_own_updated_time() -> None:
+def test_new_job_is_accounted_from_the_run_start_like_the_nodes() -> None:
     acc, kube, _, _ = make(SeriesProm())
-    kube.jobs[("ns", "b")]["status"]["cost"] = {}  # new job: from creation (1 h before T0)
+    kube.jobs[("ns", "b")]["status"]["cost"] = {}  # never accounted; its pod ran for an hour already
+    r = acc.run_once()
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
+    assert r.allocation.jobs_usd + r.allocation.idle_usd == r.allocation.node_usd
+
+
+@pytest.mark.parametrize(
+    ("b_updated", "want_b"),
+    [("2026-02-28T23:00:00Z", "9.000000000"), ("2026-02-28T23:59:50Z", "0.025000000")],
+    ids=["lagging-one-hour", "ahead-by-50s"],
+)
+def test_job_with_another_watermark_gets_exactly_its_missing_time(b_updated: str, want_b: str) -> None:
+    acc, kube, _, _ = make(SeriesProm())
+    kube.jobs[("ns", "a")]["status"]["cost"]["updated"] = "2026-02-28T23:59:00Z"
+    kube.jobs[("ns", "b")]["status"]["cost"]["updated"] = b_updated
     acc.run_once()
-    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "9.000000000"  # 2 GPUs x 1 h x 4.5
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == want_b
+
+
+def test_after_restart_the_run_starts_at_the_newest_watermark() -> None:
+    acc, kube, _, _ = make(SeriesProm())
+    for j in kube.jobs.values():
+        j["status"]["cost"]["updated"] = "2026-02-28T23:58:00Z"  # operator was down for 2 minutes
+    r = acc.run_once()
+    assert r.window.start == T0.timestamp() - 120
+    assert r.allocation.node_usd == Decimal("1.2")  # 36 $/h x 120 s
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.300000000"

@@ -96,15 +96,22 @@ class Accountant:
         steps, baselines = build_job_steps(window, series["steps"])
         return usage, steps, baselines, ""
 
+    def _start(self, jobs: Sequence[Mapping[str, Any]], end: float) -> float:
+        """Start of this run: the previous run's end; after a restart, the newest status.cost.updated
+        (where the previous operator stopped), at most max_catchup_s back."""
+        if self.last_end is not None and self.last_end < end:
+            return self.last_end
+        marks = [parse_time(((j.get("status") or {}).get("cost") or {}).get("updated")) for j in jobs]
+        known = [m for m in marks if m is not None and m < end]
+        if known:
+            return max(*known, end - self.settings.max_catchup_s)
+        return end - self.settings.interval_s
+
     def run_once(self) -> RunResult:
         now = self.clock()
         end = now.timestamp()
-        start = (
-            self.last_end
-            if self.last_end is not None and self.last_end < end
-            else end - self.settings.interval_s
-        )
-        window = Window(start, end)
+        jobs = self.kube.list_jobs()
+        window = Window(self._start(jobs, end), end)
         nodes = [n for n in (node_info(x, self._price_now) for x in self.kube.list_nodes()) if n is not None]
         pods = [p for p in (pod_info(x) for x in self.kube.list_worker_pods()) if p is not None]
         usage, steps, baselines, usage_error = self._usage(window)
@@ -118,7 +125,7 @@ class Accountant:
         }
         alloc = allocate(window, nodes, pods, usage, **kwargs)
         result = RunResult(window, alloc, {}, usage_error=usage_error)
-        for job in self.kube.list_jobs():
+        for job in jobs:
             self._account_job(job, _RunContext(window, alloc, nodes, pods, usage, kwargs, now), result)
         self.metrics.add_run(list(result.job_costs.values()), alloc)
         self.last_end = end
@@ -138,11 +145,15 @@ class Accountant:
         key: JobKey = (meta.get("namespace", ""), meta.get("name", ""))
         status = job.get("status") or {}
         prev = status.get("cost") or {}
-        since = parse_time(prev.get("updated")) or parse_time(meta.get("creationTimestamp")) or window.start
+        since = parse_time(prev.get("updated"))
+        if since is None:  # never accounted: from this run on, like the nodes
+            since = window.start
         if since >= window.end:
             return
         inc: JobCost | None
-        if since < window.start - 1.0:
+        if abs(since - window.start) > 1.0:
+            # lagging (a patch failed, or the operator was down) or ahead (a run failed after patching it):
+            # account exactly the time not yet in its status
             own = [p for p in pods if (p.namespace, p.job) == key]
             inc = allocate(Window(since, window.end), nodes, own, usage, **kwargs).jobs.get(key)
         else:

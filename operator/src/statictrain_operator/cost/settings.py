@@ -24,6 +24,8 @@ class CostSettings:
     """Mean GPU utilization ratio below which allocated GPU time counts as idle."""
     max_gap_s: float = 60.0
     """A utilization sample stands for at most this many seconds; longer gaps are flagged."""
+    max_catchup_s: float = 3600.0
+    """After an operator restart, account at most this many seconds of the time it was down."""
     query_step_s: float = 5.0
     """Resolution of the Prometheus range queries of one accounting run."""
     default_gpu_hourly_usd: str = "4.00"
@@ -40,8 +42,10 @@ class CostSettings:
     """Run the node price annotator and the accounting loop."""
 
     def __post_init__(self) -> None:
-        if self.interval_s <= 0 or self.query_step_s <= 0 or self.max_gap_s <= 0:
-            raise ValueError("STATICTRAIN_COST_INTERVAL_S, _QUERY_STEP_S and _MAX_GAP_S must be positive")
+        if min(self.interval_s, self.query_step_s, self.max_gap_s, self.max_catchup_s) <= 0:
+            raise ValueError(
+                "STATICTRAIN_COST_INTERVAL_S, _QUERY_STEP_S, _MAX_GAP_S and _MAX_CATCHUP_S must be positive"
+            )
         if not 0 <= self.idle_threshold <= 1:
             raise ValueError(
                 f"STATICTRAIN_COST_IDLE_THRESHOLD must be within 0..1, got {self.idle_threshold}"
