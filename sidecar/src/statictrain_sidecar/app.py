@@ -113,7 +113,8 @@ class Sidecar:
 
     def stop(self) -> None:
         """Stop serving and sampling, release NVML."""
-        self.server.shutdown()
+        if self._http is not None:
+            self.server.shutdown()
         self.server.server_close()
         self.loop.stop()
         self.gpus.close()

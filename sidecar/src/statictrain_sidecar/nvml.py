@@ -343,7 +343,7 @@ class GpuSampler:
                 continue
             try:
                 out.extend(query(nvml, d.handle))
-            except nvml.NVMLError as e:
+            except Exception as e:  # NVMLError, or a binding too old to have the call
                 self._failed(d, name, e)
         if "fields" not in skip:
             out.extend(self._read_fields(d))
@@ -361,7 +361,7 @@ class GpuSampler:
             return []
         try:
             got = self._nvml.nvmlDeviceGetFieldValues(d.handle, [(fid, scope) for fid, scope, *_ in wanted])
-        except self._nvml.NVMLError as e:
+        except Exception as e:
             self._failed(d, "fields", e)
             return []
         out: list[Value] = []
@@ -417,7 +417,7 @@ class GpuSampler:
                     continue
                 try:
                     ratio = nvml.nvmlDeviceGetUtilizationRates(d.handle).gpu / 100.0
-                except nvml.NVMLError as e:
+                except Exception as e:
                     self._failed(d, "utilization", e)
                     continue
                 self._busy[d.index] = self._busy.get(d.index, 0.0) + ratio * dt

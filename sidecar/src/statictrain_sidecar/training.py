@@ -7,6 +7,7 @@ gauges and the seconds since the last step (stall detection).
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from bisect import bisect_left
@@ -19,6 +20,8 @@ from statictrain.channel import StepRecord
 from .tailer import ChannelTailer
 
 __all__ = ["STEP_SECONDS_BUCKETS", "TrainingFeed", "TrainingSnapshot", "TrainingState"]
+
+_log = logging.getLogger(__name__)
 
 STEP_SECONDS_BUCKETS: tuple[float, ...] = (
     0.005,
@@ -128,13 +131,22 @@ class TrainingFeed:
         self._clock = clock
         self._on_malformed = on_malformed
         self._lock = threading.Lock()
+        self._read_errors = 0
 
     def refresh(self) -> None:
         """Read what the trainer appended since the last refresh."""
         if self._tailer is None:
             return
         with self._lock:
-            result = self._tailer.poll()
+            try:
+                result = self._tailer.poll()
+            except OSError as e:  # unreadable channel: no new records this time, metrics still served
+                self._read_errors += 1
+                if self._read_errors == 1:
+                    _log.warning(
+                        "cannot read the trainer channel %s: %s (will keep trying)", self._tailer.path, e
+                    )
+                return
             now = self._clock()
             for record in result.records:
                 self._state.add(record, now)

@@ -192,3 +192,16 @@ def test_no_gpu_says_so_and_keeps_serving_training_metrics(
     assert r.value(metrics.TRAIN_TOKENS_TOTAL) == 64
     r.sampler.tick(1.0)  # the background loop keeps running without NVML
     r.sampler.close()
+
+
+def test_a_binding_without_a_call_loses_that_field_only(rig: Any, fake_nvml: Any) -> None:
+    nvml = fake_nvml()
+
+    def missing(handle: Any) -> int:
+        raise AttributeError("module 'pynvml' has no attribute 'nvmlDeviceGetTotalEnergyConsumption'")
+
+    nvml.nvmlDeviceGetTotalEnergyConsumption = missing
+    r = rig(nvml)
+    assert r.value(metrics.GPU_ENERGY_JOULES_TOTAL, **G0) is None
+    assert r.value(metrics.GPU_POWER_WATTS, **G0) == 612.5
+    assert r.value(metrics.GPU_QUERY_ERRORS_TOTAL, **G0, query="energy") == 3  # three scrapes so far

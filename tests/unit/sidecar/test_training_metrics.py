@@ -126,3 +126,10 @@ def test_tokens_per_second_uses_the_recent_window() -> None:
     s.add(StepRecord(step=2, step_seconds=1.0, tokens=1000), now=2.0)
     s.add(StepRecord(step=3, step_seconds=1.0, tokens=3000), now=3.0)
     assert s.snapshot(now=3.0).tokens_per_second == pytest.approx(2000.0)
+
+
+def test_an_unreadable_channel_costs_no_scrape(rig: Any, tmp_path: Path) -> None:
+    (tmp_path / "steps.jsonl").mkdir()  # reading a directory raises an OSError
+    r = rig(None, stats_dir=tmp_path)
+    assert r.value(metrics.TRAIN_STEPS_TOTAL) == 0
+    assert r.value(metrics.GPU_AVAILABLE, reason="nvml_missing") == 0
