@@ -2,22 +2,24 @@
 
 - create / resume / spec update: reconcile the children (reconcile.plan) and the status.
 - worker Job events: recompute status (phase, conditions, counts) from the Job.
-- finished jobs with runPolicy.ttlSecondsAfterFinished: deleted when the TTL runs out.
-- heartbeat Lease: renewed by a daemon, observed through the watch, checked by the liveness probe.
+- background loops (loops.py): finished jobs deleted after runPolicy.ttlSecondsAfterFinished;
+  the heartbeat Lease renewed, observed through the watch, checked by the liveness probe.
 
-Nothing here adds a finalizer: children carry owner references, so the garbage
-collector removes them even while the operator is down.
+Nothing here adds a finalizer (no deletion handlers, no per-object daemons or
+timers): children carry owner references, so the garbage collector removes
+them even while the operator is down.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import kopf
 from statictrain import api, labels
 
-from . import children, progress, reconcile, runtime, status
+from . import children, loops, progress, reconcile, runtime, status
 from .kube import heartbeat, trainingjobs, workers
 
 STJ = (labels.GROUP, labels.VERSION, labels.PLURAL)
@@ -116,35 +118,6 @@ def worker_job_changed(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kw
         trainingjobs.patch_status(rt.clients, namespace, owner_name, diff)
 
 
-def _ttl_set_and_finished(spec: kopf.Spec, status: kopf.Status, **_: Any) -> bool:
-    return (
-        "ttlSecondsAfterFinished" in (spec.get("runPolicy") or {})
-        and status.get("phase") in api.FINISHED_PHASES
-    )
-
-
-@kopf.daemon(*STJ, id="ttl-after-finished", when=_ttl_set_and_finished, cancellation_timeout=1.0)
-def delete_after_ttl(
-    *,
-    stopped: kopf.DaemonStopped,
-    name: str,
-    namespace: str | None,
-    body: kopf.Body,
-    memo: Any,
-    logger: kopf.Logger,
-    **_: Any,
-) -> None:
-    """Wait out runPolicy.ttlSecondsAfterFinished, then delete the job (children follow)."""
-    rt = runtime.of(memo)
-    remaining = status.ttl_remaining(dict(body.spec), dict(body.status), rt.clock())  # type: ignore[arg-type]
-    if remaining is None or namespace is None:
-        return
-    if remaining.total_seconds() > 0 and stopped.wait(remaining.total_seconds()):
-        return
-    logger.info("ttlSecondsAfterFinished has passed; deleting the job")
-    trainingjobs.delete(rt.clients, namespace, name, body.metadata.uid or "")
-
-
 def record_progress(rt: runtime.Runtime, namespace: str, name: str, report: progress.Report) -> bool:
     """Write what the workers report into status.progress; False if the job is gone."""
     return trainingjobs.patch_status(
@@ -165,30 +138,24 @@ def _is_own_lease(name: str, namespace: str | None, memo: Any, **_: Any) -> bool
 
 
 @kopf.on.startup()
-def start_heartbeat(memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    """Create the heartbeat Lease before the watches start (the daemon needs it to exist)."""
+async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
+    """Start the heartbeat and the TTL sweeper (background tasks, so no object gets a finalizer)."""
     rt = runtime.of(memo)
+    index: kopf.Index[Any, Any] = kwargs["trainingjobs_index"]
+    rt.tasks.append(asyncio.create_task(loops.ttl_loop(rt, index, logger)))
     if rt.settings.heartbeat_namespace:
-        heartbeat.renew(
-            rt.clients, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock()
-        )
+        await asyncio.to_thread(loops.beat, rt)  # exists before the Lease watch starts
+        rt.tasks.append(asyncio.create_task(loops.heartbeat_loop(rt, logger)))
         logger.info(f"heartbeat Lease {rt.settings.heartbeat_namespace}/{runtime.HEARTBEAT_LEASE}")
 
 
-@kopf.daemon(
-    *LEASES,
-    id="heartbeat",
-    labels={heartbeat.HEARTBEAT_LABEL: "true"},
-    when=_is_own_lease,
-    cancellation_timeout=1.0,
-)
-def renew_heartbeat(stopped: kopf.DaemonStopped, memo: Any, **_: Any) -> None:
+@kopf.on.cleanup()
+async def stop_loops(memo: Any, **_: Any) -> None:
     rt = runtime.of(memo)
-    while not stopped:
-        heartbeat.renew(
-            rt.clients, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock()
-        )
-        stopped.wait(rt.settings.heartbeat_s)
+    for task in rt.tasks:
+        task.cancel()
+    await asyncio.gather(*rt.tasks, return_exceptions=True)
+    rt.tasks.clear()
 
 
 @kopf.on.event(*LEASES, labels={heartbeat.HEARTBEAT_LABEL: "true"}, when=_is_own_lease)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +20,7 @@ def utc_now() -> datetime:
 
 @dataclass
 class Runtime:
-    """Settings, API clients and the clock; the one mutable field is the last heartbeat seen."""
+    """Settings, API clients and the clock; plus the last heartbeat seen and the background tasks."""
 
     settings: Settings
     clients: Clients
@@ -30,6 +31,8 @@ class Runtime:
     """When the operator started (the heartbeat's age counts from here until the first one)."""
     heartbeat_seen: datetime | None = None
     """When the watch last delivered a renewed heartbeat Lease."""
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    """Background loops started at startup, cancelled at cleanup."""
 
     def heartbeat_verdict(self) -> tuple[bool, str]:
         """(healthy, message): unhealthy after 6 heartbeat periods without one arriving through the watch."""

@@ -65,6 +65,8 @@ class Settings:
     """Seconds between heartbeats through the watch; the liveness probe fails after 6 missed ones."""
     heartbeat_namespace: str = ""
     """Namespace of the heartbeat ConfigMap (the operator's own); empty disables the heartbeat."""
+    ttl_sweep_s: float = 1.0
+    """Seconds between sweeps for finished jobs whose ttlSecondsAfterFinished has passed."""
     max_workers: int = 20
     """Threads running the synchronous Kubernetes client calls of handlers."""
 

@@ -1,0 +1,61 @@
+"""Background loops of the operator: the heartbeat and the TTL sweeper.
+
+They run as asyncio tasks started by the startup handler, not as kopf daemons
+or timers, because those put a finalizer on every object they serve (a Lease
+or a job would then be stuck whenever the operator is not running).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from statictrain import api
+
+from . import runtime, status
+from .kube import heartbeat, trainingjobs
+
+
+def beat(rt: runtime.Runtime) -> None:
+    """Renew the heartbeat Lease once (blocking)."""
+    heartbeat.renew(
+        rt.clients, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock()
+    )
+
+
+async def heartbeat_loop(rt: runtime.Runtime, logger: Any) -> None:
+    while True:
+        try:
+            await asyncio.to_thread(beat, rt)
+        except Exception as e:  # an API hiccup must not end the loop; the probe notices missing beats
+            logger.warning(f"heartbeat renewal failed: {e}")
+        await asyncio.sleep(rt.settings.heartbeat_s)
+
+
+def expired(index: Mapping[Any, Any], rt: runtime.Runtime) -> Iterator[tuple[str, str, str]]:
+    """(namespace, name, uid) of finished jobs whose ttlSecondsAfterFinished has passed."""
+    now = rt.clock()
+    for (namespace, name), store in list(index.items()):
+        for view in list(store):
+            spec: api.Spec = view["spec"]
+            current: api.Status = view["status"]
+            left = status.ttl_remaining(spec, current, now)
+            if left is not None and left.total_seconds() <= 0:
+                yield namespace, name, view["uid"]
+
+
+async def ttl_loop(rt: runtime.Runtime, index: Mapping[Any, Any], logger: Any) -> None:
+    deleting: set[str] = set()
+    while True:
+        for namespace, name, uid in list(expired(index, rt)):
+            if uid in deleting:
+                continue
+            try:
+                await asyncio.to_thread(trainingjobs.delete, rt.clients, namespace, name, uid)
+            except Exception as e:
+                logger.warning(f"could not delete {namespace}/{name} after its TTL: {e}")
+                continue
+            deleting.add(uid)
+            logger.info(f"{namespace}/{name}: ttlSecondsAfterFinished has passed; deleted")
+        await asyncio.sleep(rt.settings.ttl_sweep_s)
