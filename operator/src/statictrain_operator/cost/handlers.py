@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
-from prometheus_client import REGISTRY
+from prometheus_client import REGISTRY, CollectorRegistry
 from statictrain import labels
 from statictrain.pricing import (
     Catalog,
@@ -35,7 +35,7 @@ from statictrain_operator.cost.annotator import node_facts, plan_node_patches
 from statictrain_operator.cost.exporter import CostMetrics
 from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.cost.settings import CostSettings
-from statictrain_operator.kube.clients import build
+from statictrain_operator.kube.clients import Clients, build
 from statictrain_operator.kube.costs import KubeCostClient, read_configmap_key
 from statictrain_operator.kube.nodes import list_nodes, patch_node_annotations
 
@@ -49,13 +49,15 @@ def _now() -> datetime:
 class CostRuntime:
     """What the handlers share, built once at startup and kept in kopf's memo."""
 
-    def __init__(self, settings: CostSettings) -> None:
+    def __init__(
+        self, settings: CostSettings, clients: Clients | None = None, registry: CollectorRegistry = REGISTRY
+    ) -> None:
         self.settings = settings
-        clients = build()
+        clients = clients or build()
         self.core, self.custom_api = clients.core, clients.custom
         self.catalog: Catalog = parse_catalog(shipped_catalog_text())
         self.policy = FallbackPolicy(default_gpu_hourly_usd=settings.default_gpu_price)
-        self.metrics = CostMetrics(REGISTRY)
+        self.metrics = CostMetrics(registry)
         self.accountant = Accountant(
             kube=KubeCostClient(self.core, self.custom_api, _now),
             prom=HttpPrometheus(settings.prometheus_url),

@@ -1,0 +1,338 @@
+"""Cost accounting on the real local cluster: API server, kwok GPU nodes, Prometheus.
+
+The accounting code runs in-process against the real API server; sidecar usage
+comes from a test exporter scraped by the cluster's real Prometheus, and the
+operator's cost metrics are served over HTTP and scraped too, so reports read
+what Prometheus really holds.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from statictrain import labels
+from statictrain.promql import selector
+from statictrain_localcluster.cluster import LocalCluster
+from statictrain_operator.cost.annotator import PRICE_NOTES
+from statictrain_operator.cost.budgets import BUDGET_ACTED
+from statictrain_operator.cost.handlers import CostRuntime
+from statictrain_operator.cost.prom import HttpPrometheus
+from statictrain_operator.cost.settings import CostSettings
+from statictrain_operator.kube.clients import build
+
+pytestmark = pytest.mark.cluster
+
+ROOT = Path(__file__).resolve().parents[3]
+CRD = ROOT / "crds" / "statictrain.io_statictrainingjobs.yaml"
+TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+P5_OD = {labels.INSTANCE_TYPE: "p5.48xlarge", labels.CAPACITY_TYPE: "on-demand"}
+
+
+def eventually(check: Callable[[], Any], timeout: float = 90, what: str = "") -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def kget(cluster: LocalCluster, *args: str) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(cluster.kubectl("get", *args, "-o", "json").stdout)
+    return out
+
+
+@pytest.fixture(scope="module")
+def crd(cluster: LocalCluster) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}"
+    )
+
+
+@pytest.fixture
+def runtime(cluster: LocalCluster) -> Iterator[tuple[CostRuntime, str]]:
+    """The cost part of the operator, in-process, its metrics scraped by the cluster's Prometheus."""
+    registry = CollectorRegistry()
+    settings = CostSettings(prometheus_url=cluster.prometheus_url, interval_s=1.0, query_step_s=1.0)
+    rt = CostRuntime(settings, clients=build(str(cluster.kubeconfig)), registry=registry)
+    port = free_port()
+    server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
+    job = f"st-cost-operator-{uuid.uuid4().hex[:6]}"
+    cluster.add_scrape_target(job, f"127.0.0.1:{port}", {})
+    try:
+        yield rt, job
+    finally:
+        cluster.remove_scrape_target(job)
+        server.shutdown()
+
+
+def stj(name: str, ns: str, commit: str, budget: dict[str, str] | None = None) -> str:
+    spec: dict[str, Any] = {
+        "image": "registry.example.com/train:1",
+        "entrypoint": "m:build",
+        "replicas": 1,
+        "resources": {"gpusPerReplica": 1},
+    }
+    if budget:
+        spec["budget"] = budget
+    return yaml.safe_dump(
+        {
+            "apiVersion": labels.API_VERSION,
+            "kind": labels.KIND,
+            "metadata": {"name": name, "namespace": ns, "labels": {labels.COMMIT: commit, labels.TEAM: "t"}},
+            "spec": spec,
+        }
+    )
+
+
+def worker(job: str, ns: str, commit: str, gpus: int = 1, selector: dict[str, str] | None = None) -> str:
+    return yaml.safe_dump(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": f"{job}-worker-0",
+                "namespace": ns,
+                "labels": {labels.JOB: job, labels.COMMIT: commit, labels.TEAM: "t", labels.ROLE: "worker"},
+            },
+            "spec": {
+                "tolerations": [TOLERATION],
+                "nodeSelector": selector or P5_OD,
+                "containers": [
+                    {
+                        "name": "train",
+                        "image": "registry.example.com/train:1",
+                        "resources": {"limits": {labels.GPU_RESOURCE: str(gpus)}},
+                    }
+                ],
+            },
+        }
+    )
+
+
+def running(cluster: LocalCluster, ns: str, name: str) -> dict[str, Any] | None:
+    p = kget(cluster, "pod", "-n", ns, name)
+    return p if p.get("status", {}).get("phase") == "Running" and p["status"].get("startTime") else None
+
+
+def test_annotator_prices_every_fake_gpu_node(
+    cluster: LocalCluster, runtime: tuple[CostRuntime, str]
+) -> None:
+    rt, _ = runtime
+    nodes = kget(cluster, "nodes")["items"]
+    rt.annotate(nodes)
+    after = {n["metadata"]["name"]: n for n in kget(cluster, "nodes")["items"]}
+    gpu = [n for n in after.values() if int(n["status"]["capacity"].get(labels.GPU_RESOURCE, "0")) > 0]
+    assert gpu, "the local cluster has no GPU nodes"
+    for n in gpu:
+        ann = n["metadata"]["annotations"]
+        lab = n["metadata"]["labels"]
+        assert Decimal(ann[labels.HOURLY_COST]) > 0, n["metadata"]["name"]
+        assert ann[labels.PRICE_SOURCE] == "catalog", (n["metadata"]["name"], ann.get(PRICE_NOTES))
+        assert ann[labels.PRICE_CAPACITY_TYPE] == lab[labels.CAPACITY_TYPE]
+        count = int(n["status"]["capacity"][labels.GPU_RESOURCE])
+        assert Decimal(ann[labels.GPU_HOURLY_COST]) * count == pytest.approx(Decimal(ann[labels.HOURLY_COST]))
+    cpu = [n for n in after.values() if n not in gpu]
+    assert all(labels.HOURLY_COST not in (n["metadata"].get("annotations") or {}) for n in cpu)
+    by_type: dict[tuple[str, str], Decimal] = {
+        (
+            n["metadata"]["labels"][labels.INSTANCE_TYPE],
+            n["metadata"]["labels"][labels.CAPACITY_TYPE],
+        ): Decimal(n["metadata"]["annotations"][labels.HOURLY_COST])
+        for n in gpu
+    }
+    assert by_type[("p5.48xlarge", "spot")] < by_type[("p5.48xlarge", "on-demand")]
+    assert rt.annotate(kget(cluster, "nodes")["items"]) == 0  # idempotent: nothing left to patch
+
+
+def test_running_job_accumulates_cost_and_budget_suspends_once(
+    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostRuntime, str]
+) -> None:
+    rt, _ = runtime
+    commit = f"c{uuid.uuid4().hex[:7]}"
+    # a sidecar stand-in: the pod's GPU sits at 0 utilization, scraped by the real Prometheus
+    reg = CollectorRegistry()
+    util = Gauge(
+        "statictrain_gpu_utilization_ratio",
+        "u",
+        ["job_name", "namespace", "commit", "team", "pod", "pod_uid", "gpu"],
+        registry=reg,
+    )
+    port = free_port()
+    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
+    target = f"st-sidecar-{namespace}"
+    try:
+        cluster.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=stj("budgeted", namespace, commit, {"limitUSD": "0.02", "onExceeded": "Suspend"}),
+        )
+        cluster.kubectl("apply", "-f", "-", input=worker("budgeted", namespace, commit))
+        pod = eventually(lambda: running(cluster, namespace, "budgeted-worker-0"), what="worker Running")
+        uid = pod["metadata"]["uid"]
+        util.labels("budgeted", namespace, commit, "t", "budgeted-worker-0", uid, "0").set(0.0)
+        cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
+        prom = HttpPrometheus(cluster.prometheus_url)
+
+        def scraped() -> bool:
+            found = prom.query(selector("statictrain_gpu_utilization_ratio", {"pod_uid": uid}), time.time())
+            return bool(found)
+
+        eventually(scraped, what="utilization scraped")
+        seen: list[Decimal] = []
+        rt.tick()
+        for _ in range(6):  # 1 H100 GPU at 12.29 $/h: 0.02 $ after about 6 s
+            time.sleep(2)
+            rt.tick()
+            cost = kget(cluster, "stj", "-n", namespace, "budgeted")["status"]["cost"]
+            seen.append(Decimal(cost["usd"]))
+        assert seen == sorted(seen) and seen[-1] > seen[0] > 0
+        job = kget(cluster, "stj", "-n", namespace, "budgeted")
+        cost = job["status"]["cost"]
+        assert Decimal(cost["idleUSD"]) > 0  # allocated GPU at 0 utilization
+        assert Decimal(cost["gpuHours"]) > 0 and cost["updated"].endswith("Z")
+        assert job["spec"]["suspend"] is True
+        assert job["metadata"]["annotations"][BUDGET_ACTED] == "0.020000"
+        for _ in range(3):
+            rt.tick()
+        events = kget(cluster, "events", "-n", namespace, "--field-selector", "involvedObject.name=budgeted")[
+            "items"
+        ]
+        reasons = [e["reason"] for e in events]
+        assert reasons.count("BudgetExceededSuspended") == 1, reasons
+    finally:
+        cluster.remove_scrape_target(target)
+        server.shutdown()
+
+
+def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
+    cluster: LocalCluster, crd: None, runtime: tuple[CostRuntime, str]
+) -> None:
+    rt, _ = runtime
+    tag = uuid.uuid4().hex[:6]
+    namespaces = [f"rep-a-{tag}", f"rep-b-{tag}"]
+    commits = [f"c1{tag}", f"c2{tag}", f"c3{tag}"]
+    jobs = [
+        ("j1", namespaces[0], commits[0]),
+        ("j2", namespaces[0], commits[1]),
+        ("j3", namespaces[1], commits[1]),
+        ("j4", namespaces[1], commits[2]),
+    ]
+    for ns in namespaces:
+        cluster.kubectl("create", "namespace", ns)
+    try:
+        for name, ns, commit in jobs:
+            cluster.kubectl("apply", "-f", "-", input=stj(name, ns, commit))
+            cluster.kubectl("apply", "-f", "-", input=worker(name, ns, commit))
+        for name, ns, _ in jobs:
+            eventually(partial(running, cluster, ns, f"{name}-worker-0"), what=f"{name} Running")
+        rt.tick()
+        time.sleep(3)  # a scrape after the first run: the window's baseline
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+        for _ in range(8):
+            time.sleep(1.5)
+            rt.tick()
+        end = datetime.now(UTC).replace(microsecond=0)
+        time.sleep(4)  # the last runs are scraped
+        base = [
+            sys.executable,
+            "-m",
+            "statictrain_operator.cli",
+            "report",
+            "--from",
+            start.isoformat(),
+            "--to",
+            end.isoformat(),
+            "--prometheus-url",
+            cluster.prometheus_url,
+            "--no-progress",
+            "--format",
+            "json",
+            "--buckets",
+            "8",
+        ]
+        by_commit = subprocess.run(
+            [*base, "--by", "commit"], capture_output=True, text=True, check=True
+        ).stdout
+        again = subprocess.run([*base, "--by", "commit"], capture_output=True, text=True, check=True).stdout
+        assert by_commit == again  # closed window: identical output
+        doc = json.loads(by_commit)
+        ratio = float(doc["summary"]["jobs_plus_idle_over_node_cost"])
+        assert 0.999 <= ratio <= 1.001, doc["summary"]
+        rows = {r["commit"]: Decimal(r["usd"]) for r in doc["rows"]}
+        assert all(rows.get(c, Decimal(0)) > 0 for c in commits), rows
+        # commit 2 ran two 1-GPU jobs on the same node type as commits 1 and 3
+        assert rows[commits[1]] > rows[commits[0]] and rows[commits[1]] > rows[commits[2]]
+        ns_doc = json.loads(
+            subprocess.run(
+                [*base, "--by", "namespace", "--namespace", namespaces[0], "--namespace", namespaces[1]],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        assert {r["namespace"] for r in ns_doc["rows"]} == set(namespaces)
+        total = sum((Decimal(r["usd"]) for r in ns_doc["rows"]), Decimal(0))
+        assert total == pytest.approx(sum(rows[c] for c in commits), rel=1e-6)
+        html = subprocess.run(
+            [*base[:-4], "--format", "html", "--buckets", "8", "--by", "commit"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert html.count("<svg") == 3 and "<script" not in html
+    finally:
+        for ns in namespaces:
+            cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+
+
+def test_report_errors_are_clear(cluster: LocalCluster) -> None:
+    base = [
+        sys.executable,
+        "-m",
+        "statictrain_operator.cli",
+        "report",
+        "--no-progress",
+        "--from",
+        "2001-01-01T00:00:00Z",
+        "--to",
+        "2001-01-02T00:00:00Z",
+    ]
+    empty = subprocess.run(
+        [*base, "--prometheus-url", cluster.prometheus_url], capture_output=True, text=True, check=False
+    )
+    assert (
+        empty.returncode == 1
+        and "no cost data in [2001-01-01T00:00:00Z, 2001-01-02T00:00:00Z)" in empty.stderr
+    )
+    down = subprocess.run(
+        [*base, "--prometheus-url", f"http://127.0.0.1:{free_port()}"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert down.returncode == 1 and "cannot reach Prometheus" in down.stderr
