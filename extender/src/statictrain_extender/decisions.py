@@ -12,7 +12,7 @@ from typing import Any
 
 from .nodes import NodeInfo, node_from_object
 from .policy import PodView, PolicyError, pod_view, violation
-from .scoring import Weights, score_nodes
+from .scoring import Weights, pack_fraction, score_nodes, score_values
 from .state import ClusterState
 
 __all__ = ["BadRequestError", "filter_result", "parse_args", "prioritize_result"]
@@ -43,7 +43,7 @@ def parse_args(body: object) -> tuple[Mapping[str, Any], list[str], dict[str, No
                 info = node_from_object(item)
                 inline[info.name] = info
         names = list(inline)
-    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+    if not isinstance(names, list) or not set(map(type, names)) <= {str}:
         raise BadRequestError("ExtenderArgs.NodeNames must be a list of strings")
     return pod, names, inline
 
@@ -102,13 +102,25 @@ def prioritize_result(
     view = _view(pod, scheduler_names)
     if isinstance(view, str) or not view.managed:
         return [{"Host": name, "Score": 0} for name in names]
-    nodes = state.nodes
-    known: list[NodeInfo] = []
-    for name in names:
-        info = inline.get(name) or nodes.get(name)
-        if info is not None:
-            known.append(info)
-    throughput = None if view.uniform_throughput else state.throughput_for(view.job_key)
-    scores = score_nodes(known, view.gpu_milli > 0, throughput, state.used_gpu_milli, weights)
-    by_name = {info.name: score for info, score in zip(known, scores, strict=True)}
-    return [{"Host": name, "Score": by_name.get(name, 0)} for name in names]
+    gpu_pod = view.gpu_milli > 0
+    if inline:
+        throughput = None if view.uniform_throughput else state.throughput_for(view.job_key)
+        infos = [inline[n] for n in names if n in inline]
+        scores = score_nodes(infos, gpu_pod, throughput, state.used_gpu_milli, weights)
+        by_name = {info.name: score for info, score in zip(infos, scores, strict=True)}
+        return [{"Host": name, "Score": by_name.get(name, 0)} for name in names]
+    # Hot path: precomputed cost per work, dictionary lookups only.
+    costs_get = state.costs(state.cost_key(gpu_pod, view.uniform_throughput, view.job_key)).get
+    costs = [costs_get(name) for name in names]
+    if gpu_pod:
+        used_get = state.used_gpu_milli.get
+        nodes_get = state.nodes.get
+        packs = [_pack(nodes_get(name), used_get(name, 0)) for name in names]
+    else:
+        packs = [0.0] * len(names)
+    scores = score_values(costs, packs, weights)
+    return [{"Host": name, "Score": score} for name, score in zip(names, scores, strict=True)]
+
+
+def _pack(info: NodeInfo | None, used: int) -> float:
+    return pack_fraction(info, used) if info is not None and used else 0.0

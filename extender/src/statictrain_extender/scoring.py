@@ -25,7 +25,15 @@ from dataclasses import dataclass
 from .gpus import DEFAULT_RELATIVE_THROUGHPUT
 from .nodes import NodeInfo
 
-__all__ = ["MAX_SCORE", "Weights", "cost_per_work", "job_throughput", "pack_fraction", "score_nodes"]
+__all__ = [
+    "MAX_SCORE",
+    "Weights",
+    "cost_per_work",
+    "job_throughput",
+    "pack_fraction",
+    "score_nodes",
+    "score_values",
+]
 
 MAX_SCORE = 10  # k8s.io/kube-scheduler/extender/v1 MaxExtenderPriority
 
@@ -98,6 +106,24 @@ def pack_fraction(node: NodeInfo, used_gpu_milli: int) -> float:
     return min(max(used_gpu_milli / (node.gpus * 1000), 0.0), 1.0)
 
 
+def score_values(costs: Sequence[float | None], packs: Sequence[float], weights: Weights) -> list[int]:
+    """Scores from per-node cost per work (None = unknown) and pack fractions, same order."""
+    known = [c for c in costs if c]
+    if known:
+        cheapest = min(known)
+        cost_scores = [cheapest / c if c else 0.0 for c in costs]
+    else:
+        cost_scores = [0.0] * len(costs)
+    w_cost, w_pack = weights.cost, weights.pack
+    values = [w_cost * c + w_pack * p for c, p in zip(cost_scores, packs, strict=True)]
+    best = max(values, default=0.0)
+    if best <= 0:
+        return [0] * len(values)
+    scale = MAX_SCORE / best
+    # 0 <= v <= best, so every score is already within [0, MAX_SCORE].
+    return [round(v * scale) for v in values]
+
+
 def score_nodes(
     nodes: Sequence[NodeInfo],
     gpu_pod: bool,
@@ -107,14 +133,8 @@ def score_nodes(
 ) -> list[int]:
     """One score in [0, MAX_SCORE] per node, same order as ``nodes``."""
     costs = [cost_per_work(n, gpu_pod, throughput, weights.unknown_throughput) for n in nodes]
-    known = [c for c in costs if c is not None and c > 0]
-    cheapest = min(known) if known else None
-    values: list[float] = []
-    for node, cost in zip(nodes, costs, strict=True):
-        cost_score = cheapest / cost if cheapest is not None and cost is not None and cost > 0 else 0.0
-        pack = pack_fraction(node, used_gpu_milli.get(node.name, 0)) if gpu_pod else 0.0
-        values.append(weights.cost * cost_score + weights.pack * pack)
-    best = max(values, default=0.0)
-    if best <= 0:
-        return [0] * len(values)
-    return [min(MAX_SCORE, max(0, round(MAX_SCORE * v / best))) for v in values]
+    if gpu_pod:
+        packs = [pack_fraction(n, used_gpu_milli.get(n.name, 0)) for n in nodes]
+    else:
+        packs = [0.0] * len(nodes)
+    return score_values(costs, packs, weights)

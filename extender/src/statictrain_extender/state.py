@@ -13,11 +13,14 @@ from typing import Any
 from .gpus import DEFAULT_RELATIVE_THROUGHPUT
 from .nodes import NodeInfo, node_from_object
 from .policy import pod_gpu_milli
-from .scoring import job_throughput
+from .scoring import cost_per_work, job_throughput
 
-__all__ = ["ClusterState", "JobKey"]
+__all__ = ["CostKey", "ClusterState", "JobKey"]
 
 JobKey = tuple[str, str]  # (namespace, job name)
+# Which cost per unit of work: "cpu" (whole-node price), "uniform" (GPU-hour
+# price), "default" (default throughput table) or a job's measured table.
+CostKey = str | JobKey
 
 _DONE_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -25,8 +28,12 @@ _DONE_PHASES = frozenset({"Succeeded", "Failed"})
 class ClusterState:
     """Nodes, GPU allocations per node, and per-job measured throughput."""
 
-    def __init__(self) -> None:
+    def __init__(self, unknown_throughput: float = 0.1) -> None:
         self.nodes: dict[str, NodeInfo] = {}
+        self._unknown_throughput = unknown_throughput
+        # Cost per unit of work of every node, per CostKey, filled on first use and
+        # kept current node by node, so a request only looks values up.
+        self._costs: dict[CostKey, dict[str, float | None]] = {}
         self._pods: dict[str, tuple[str, int]] = {}  # pod uid -> (node, gpu milli)
         self.used_gpu_milli: dict[str, int] = {}
         self._throughput: dict[JobKey, dict[str, float]] = {}
@@ -39,14 +46,45 @@ class ClusterState:
         info = node_from_object(obj)
         if info.name:
             self.nodes[info.name] = info
+            for key, table in self._costs.items():
+                table[info.name] = self._cost(info, key)
 
     def delete_node(self, name: str) -> None:
         self.nodes.pop(name, None)
+        for table in self._costs.values():
+            table.pop(name, None)
 
     def replace_nodes(self, objs: list[Mapping[str, Any]]) -> None:
         fresh = {info.name: info for info in map(node_from_object, objs) if info.name}
         self.nodes = fresh
+        self._costs = {}
         self.nodes_synced = True
+
+    # --- cost per unit of work, precomputed
+    def _cost(self, info: NodeInfo, key: CostKey) -> float | None:
+        if key == "cpu":
+            return cost_per_work(info, False, None, self._unknown_throughput)
+        if key == "uniform":
+            return cost_per_work(info, True, None, self._unknown_throughput)
+        table = DEFAULT_RELATIVE_THROUGHPUT if key == "default" else self.throughput_for(key)  # type: ignore[arg-type]
+        return cost_per_work(info, True, table, self._unknown_throughput)
+
+    def costs(self, key: CostKey) -> dict[str, float | None]:
+        """Cost per unit of work of every cached node for ``key``."""
+        table = self._costs.get(key)
+        if table is None:
+            table = {name: self._cost(info, key) for name, info in self.nodes.items()}
+            self._costs[key] = table
+        return table
+
+    def cost_key(self, gpu_pod: bool, uniform: bool, job: JobKey | None) -> CostKey:
+        if not gpu_pod:
+            return "cpu"
+        if uniform:
+            return "uniform"
+        if job is not None and job in self._throughput:
+            return job
+        return "default"
 
     # --- pods (GPU allocations)
     def upsert_pod(self, obj: Mapping[str, Any]) -> None:
@@ -87,6 +125,7 @@ class ClusterState:
     # --- measured throughput
     def set_step_seconds(self, table: Mapping[JobKey, Mapping[str, float]]) -> None:
         self._throughput = {key: job_throughput(steps) for key, steps in table.items()}
+        self._costs = {k: v for k, v in self._costs.items() if isinstance(k, str)}
 
     def throughput_for(self, job: JobKey | None) -> Mapping[str, float]:
         if job is None:
