@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import kopf
@@ -26,6 +26,7 @@ from statictrain.pricing import (
     Catalog,
     CustomPrice,
     FallbackPolicy,
+    LiveQuotes,
     parse_catalog,
     parse_custom_prices,
     shipped_catalog_text,
@@ -56,7 +57,12 @@ class CostRuntime:
         clients = clients or build()
         self.core, self.custom_api = clients.core, clients.custom
         self.catalog: Catalog = parse_catalog(shipped_catalog_text())
-        self.policy = FallbackPolicy(default_gpu_hourly_usd=settings.default_gpu_price)
+        self.policy = FallbackPolicy(
+            default_gpu_hourly_usd=settings.default_gpu_price,
+            live_max_age=timedelta(hours=settings.live_max_age_h),
+        )
+        self._live: LiveQuotes | None = None
+        self._live_at = datetime.min.replace(tzinfo=UTC)
         self.metrics = CostMetrics(registry)
         self.accountant = Accountant(
             kube=KubeCostClient(self.core, self.custom_api, _now),

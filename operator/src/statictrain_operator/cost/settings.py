@@ -36,6 +36,8 @@ class CostSettings:
     """Comma-separated live price providers to use (``azure``); empty: catalog only."""
     live_cache_dir: str = "/var/cache/statictrain/prices"
     """Directory keeping the last live quotes, used (flagged stale) when the provider is unreachable."""
+    live_refresh_s: float = 21600.0
+    """Seconds between live price refreshes."""
     live_max_age_h: float = 24.0
     """Hours after which live quotes are flagged stale."""
     enabled: bool = True
