@@ -20,11 +20,19 @@ import kopf
 from statictrain import api, labels
 
 from . import children, loops, progress, reconcile, runtime, status
-from .kube import heartbeat, trainingjobs, workers
+from .kube import clients, heartbeat, trainingjobs, workers
 
 STJ = (labels.GROUP, labels.VERSION, labels.PLURAL)
 LEASES = ("coordination.k8s.io", "v1", "leases")
 MANAGED = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
+
+
+@kopf.on.login()
+def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
+    """kopf's watches use the same cluster and credentials as our client (e.g. --kubeconfig)."""
+    if clients.in_cluster():
+        return kopf.login_with_service_account(**kwargs)  # re-reads the rotating token
+    return kopf.ConnectionInfo(**clients.connection(runtime.of(memo).clients))
 
 
 @kopf.index(*STJ)

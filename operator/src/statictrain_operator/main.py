@@ -79,6 +79,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except settings.SettingsError as e:
         print(f"statictrain-operator: {e}", file=sys.stderr)
         return 2
+    if args.kubeconfig:
+        # Other parts build their own clients from the default kubeconfig: point it at the same cluster.
+        os.environ["KUBECONFIG"] = args.kubeconfig
     kopf.configure(verbose=args.verbose)
     rt = runtime.Runtime(
         settings=s,

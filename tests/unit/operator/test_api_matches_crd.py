@@ -114,3 +114,26 @@ def test_the_comparison_catches_a_mismatch() -> None:
         "spec.image: CRD has a string, Python has <class 'int'>",
         "spec.missing: only in the CRD",
     ]
+
+
+SCHEMA_KEYS = {
+    "type", "format", "description", "properties", "items", "required", "enum", "default", "minimum", "maximum",
+    "minLength", "maxLength", "pattern", "minItems", "maxItems", "maxProperties", "additionalProperties",
+    "x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
+}
+
+
+def test_every_schema_node_uses_only_openapi_keywords() -> None:
+    """Catches YAML slips such as an unquoted ': ' inside a flow-style description."""
+
+    def walk(node: dict[str, Any], path: str) -> typing.Iterator[str]:
+        for key in node.keys() - SCHEMA_KEYS:
+            yield f"{path}: {key!r}"
+        for name, sub in (node.get("properties") or {}).items():
+            yield from walk(sub, f"{path}.{name}")
+        if isinstance(node.get("items"), dict):
+            yield from walk(node["items"], f"{path}[]")
+        if isinstance(node.get("additionalProperties"), dict):
+            yield from walk(node["additionalProperties"], f"{path}{{}}")
+
+    assert list(walk(_schema(), "")) == []
