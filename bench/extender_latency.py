@@ -37,7 +37,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+import kubernetes
 import orjson
+from aiohttp import web
+from extender_throughput import measure_throughput  # bench/ sibling module
+from prometheus_client import CollectorRegistry
+from statictrain import labels
+from statictrain.pricing import ON_DEMAND, parse_catalog, shipped_catalog_text
+from statictrain_extender.scoring import Weights
+from statictrain_extender.server import build_app
+from statictrain_extender.state import ClusterState
 
 OUT = Path(__file__).resolve().parent / "results" / "extender.json"
 PRODUCTS = [
@@ -57,8 +67,6 @@ def free_port() -> int:
 
 def synthetic_nodes(n: int, seed: int) -> list[dict[str, Any]]:
     """Node objects priced from the shipped catalog (median per-GPU price per model, spot at 40%)."""
-    from statictrain import labels
-    from statictrain.pricing import ON_DEMAND, parse_catalog, shipped_catalog_text
 
     catalog = parse_catalog(shipped_catalog_text())
     rng = random.Random(seed)
@@ -87,11 +95,6 @@ def synthetic_nodes(n: int, seed: int) -> list[dict[str, Any]]:
 
 def serve(port: int, n: int, seed: int) -> None:
     """Child process: the real aiohttp app over a filled cache."""
-    from aiohttp import web
-    from prometheus_client import CollectorRegistry
-    from statictrain_extender.scoring import Weights
-    from statictrain_extender.server import build_app
-    from statictrain_extender.state import ClusterState
 
     state = ClusterState()
     nodes = synthetic_nodes(n, seed)
@@ -194,8 +197,6 @@ def main() -> None:
             if key in previous:
                 result[key] = previous[key]
     else:
-        from extender_throughput import measure_throughput  # bench/ sibling module
-
         tp = measure_throughput(nodes=args.nodes, pods=args.pods)
         result["throughput"] = tp
         result["throughput_ratio_1000"] = round(
@@ -203,8 +204,6 @@ def main() -> None:
         )
     result["goals"] = {"p99_ms_1000": "<= 10", "p99_ms_5000": "<= 50", "throughput_ratio_1000": ">= 0.5"}
     result["command"] = "python " + " ".join(["bench/extender_latency.py", *sys.argv[1:]])
-    import aiohttp
-    import kubernetes
 
     result["versions"] = {
         "python": platform.python_version(),

@@ -7,7 +7,7 @@ a half-built value.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .gpus import DEFAULT_RELATIVE_THROUGHPUT
@@ -15,7 +15,7 @@ from .nodes import NodeInfo, node_from_object
 from .policy import pod_gpu_milli
 from .scoring import cost_per_work, job_throughput
 
-__all__ = ["CostKey", "ClusterState", "JobKey"]
+__all__ = ["ClusterState", "CostKey", "JobKey"]
 
 JobKey = tuple[str, str]  # (namespace, job name)
 # Which cost per unit of work: "cpu" (whole-node price), "uniform" (GPU-hour
@@ -54,7 +54,7 @@ class ClusterState:
         for table in self._costs.values():
             table.pop(name, None)
 
-    def replace_nodes(self, objs: list[Mapping[str, Any]]) -> None:
+    def replace_nodes(self, objs: Sequence[Mapping[str, Any]]) -> None:
         fresh = {info.name: info for info in map(node_from_object, objs) if info.name}
         self.nodes = fresh
         self._costs = {}
@@ -115,7 +115,7 @@ class ClusterState:
         else:
             self.used_gpu_milli.pop(node, None)
 
-    def replace_pods(self, objs: list[Mapping[str, Any]]) -> None:
+    def replace_pods(self, objs: Sequence[Mapping[str, Any]]) -> None:
         self._pods.clear()
         self.used_gpu_milli = {}
         for obj in objs:

@@ -98,7 +98,7 @@ def replay(
     gpu_milli = {p.name: p.total_gpu_milli for p in chosen}
     selector = f"{REPLAY_LABEL}={cfg.replay_id}"
     log.info("creating %d nodes (%s)", len(node_manifests), selector)
-    ensure_nodes(core, node_manifests)
+    ensure_nodes(core, node_manifests, label_selector=selector)
     runs: dict[str, Any] = {}
     summaries = {}
     try:

@@ -22,7 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from .accounting import Observed
 from .plan import Action
 
-__all__ = ["RunResult", "delete_nodes", "ensure_nodes", "run_replay"]
+__all__ = ["BindWatch", "RunResult", "delete_nodes", "ensure_nodes", "run_replay"]
 
 log = logging.getLogger(__name__)
 
@@ -49,16 +49,17 @@ def ensure_nodes(
     core: client.CoreV1Api,
     manifests: Sequence[Mapping[str, Any]],
     *,
+    label_selector: str,
     timeout_s: float = 300,
     workers: int = 8,
     clock: Clock = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Create the nodes that do not exist yet and wait until all are Ready (kwok marks them)."""
-    selector_key, selector_value = next(
-        (k, v) for k, v in manifests[0]["metadata"]["labels"].items() if k.endswith("/replay")
-    )
-    selector = f"{selector_key}={selector_value}"
+    """Create the nodes that do not exist yet and wait until all are Ready (kwok marks them).
+
+    ``label_selector`` must select exactly the nodes of ``manifests``.
+    """
+    selector = label_selector
     existing = {n["metadata"]["name"] for n in _node_items(core, selector)}
     todo = [m for m in manifests if m["metadata"]["name"] not in existing]
 
@@ -107,7 +108,7 @@ class RunResult:
     errors: list[str] = field(default_factory=list)
 
 
-class _BindWatch(threading.Thread):
+class BindWatch(threading.Thread):
     """Records, for each pod of a namespace, the first time it is seen bound to a node."""
 
     def __init__(self, core: client.CoreV1Api, namespace: str, clock: Clock, t0: float) -> None:
@@ -163,7 +164,7 @@ def run_replay(
     errors: list[str] = []
     lock = threading.Lock()
     t0 = clock()
-    binds = _BindWatch(core, namespace, clock, t0)
+    binds = BindWatch(core, namespace, clock, t0)
     binds.start()
     binds.started_ok.wait(30)
     lateness = 0.0
