@@ -95,9 +95,8 @@ def main() -> None:
                 return False
 
         wait(healthy, 60, "the extender")
-        for name, cfg in zip(
-            ("default", "statictrain"), scheduler_configs(cluster.kubeconfig, f"{base}/scheduler")
-        ):
+        configs = scheduler_configs(cluster.kubeconfig, f"{base}/scheduler")
+        for name, sched_cfg in zip(("default", "statictrain"), configs, strict=True):
             path = workdir / f"{name}.yaml"
             path.write_text(yaml.safe_dump(sched_cfg))
             log = (workdir / f"scheduler-{name}.log").open("wb")
