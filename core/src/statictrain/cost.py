@@ -43,6 +43,7 @@ __all__ = [
     "Window",
     "allocate",
     "counter_increase",
+    "global_tokens",
     "overlap_seconds",
     "step_regressions",
 ]
@@ -95,8 +96,9 @@ class CounterDelta:
     """Intervals between consecutive samples longer than max_gap."""
 
 
-def counter_increase(samples: Sequence[Sample], *, baseline: Sample | None = None,
-                     max_gap: float = float("inf")) -> CounterDelta:
+def counter_increase(
+    samples: Sequence[Sample], *, baseline: Sample | None = None, max_gap: float = float("inf")
+) -> CounterDelta:
     """Increase of a counter: sum of rises; after a drop (reset) the new value counts from 0.
 
     ``baseline`` is the last sample before the window, if any, so that the rise
@@ -247,8 +249,30 @@ class Allocation:
         return sum((j.usd for j in self.jobs.values()), ZERO)
 
 
-def _idle_and_gaps(util: Sequence[Sample], lo: float, hi: float, threshold: float,
-                   max_gap: float) -> tuple[float, float]:
+def global_tokens(runs: Iterable[tuple[float, float, float]]) -> float:
+    """A job's tokens from its pods' (start, end, tokens) in the window.
+
+    Every worker reports the job's global token count (summed over all ranks),
+    so pods running at the same time report the same tokens: take the largest
+    of each group of overlapping pods, and add up groups that follow each other
+    (a restarted worker).
+    """
+    total = 0.0
+    group_end = float("-inf")
+    group_max = 0.0
+    for lo, hi, tokens in sorted(runs):
+        if lo < group_end:
+            group_max = max(group_max, tokens)
+            group_end = max(group_end, hi)
+        else:
+            total += group_max
+            group_max, group_end = tokens, hi
+    return total + group_max
+
+
+def _idle_and_gaps(
+    util: Sequence[Sample], lo: float, hi: float, threshold: float, max_gap: float
+) -> tuple[float, float]:
     """(idle seconds, uncovered seconds) of [lo, hi) from utilization samples.
 
     Each sample stands for the time until the next one, at most max_gap.
@@ -290,6 +314,7 @@ def allocate(
     jobs: dict[JobKey, JobCost] = {}
     allocated: dict[str, Decimal] = {name: ZERO for name in node_map}
     seen: set[str] = set()
+    job_tokens: dict[JobKey, list[tuple[float, float, float]]] = {}
     for pod in pods:
         if pod.uid in seen:
             continue  # the same UID listed twice (e.g. two sources): count once
@@ -301,8 +326,11 @@ def allocate(
             continue
         started = pod.started if pod.started is not None else window.end
         lo = max(window.start, started, node.present_from or window.start)
-        hi = min(window.end, pod.finished if pod.finished is not None else window.end,
-                 node.present_to if node.present_to is not None else window.end)
+        hi = min(
+            window.end,
+            pod.finished if pod.finished is not None else window.end,
+            node.present_to if node.present_to is not None else window.end,
+        )
         if pod.started is None or hi <= lo:
             continue
         runtime = hi - lo
@@ -328,8 +356,9 @@ def allocate(
             flags.append("counter-reset")
         if tok.gaps:
             flags.append("scrape-gaps")
-        pc = PodCost(pod, gpus, runtime, gpu_seconds, usd, idle_usd, compile_usd, gap_s, tok.value,
-                     tuple(flags))
+        pc = PodCost(
+            pod, gpus, runtime, gpu_seconds, usd, idle_usd, compile_usd, gap_s, tok.value, tuple(flags)
+        )
         pod_costs.append(pc)
         allocated[node.name] += usd
         key = (pod.namespace, pod.job)
@@ -338,9 +367,12 @@ def allocate(
         job.gpu_seconds += gpu_seconds
         job.idle_usd += idle_usd
         job.compile_usd += compile_usd
-        job.tokens += tok.value
+        job_tokens.setdefault(key, []).append((lo, hi, tok.value))
         job.pods.add(pod.uid)
         job.flags.update(flags)
+
+    for key, runs in job_tokens.items():
+        jobs[key].tokens = global_tokens(runs)
 
     for key, samples in (job_steps or {}).items():
         found = jobs.get(key)

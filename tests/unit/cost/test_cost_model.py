@@ -13,6 +13,7 @@ from statictrain.cost import (
     Window,
     allocate,
     counter_increase,
+    global_tokens,
     overlap_seconds,
     step_regressions,
 )
@@ -156,13 +157,30 @@ def test_lost_work_priced_from_step_regressions() -> None:
     assert job.lost_usd == (Decimal(4) * 20 / 140).quantize(Decimal("1e-12"))
 
 
-def test_tokens_summed_over_pods_with_baselines() -> None:
+def test_tokens_with_baselines_concurrent_replicas_and_a_restart() -> None:
     u = {
         "a": PodUsage(tokens=[Sample(1500, 300), Sample(1600, 500)], tokens_baseline=Sample(1400, 100)),
-        "b": PodUsage(tokens=[Sample(1500, 50)]),
+        "b": PodUsage(tokens=[Sample(1500, 0), Sample(1600, 390)]),  # replica of a: same global count
+        "c": PodUsage(tokens=[Sample(3000, 0), Sample(3100, 70)]),  # restarted worker after a and b
     }
-    a = allocate(W, [NODE], [pod("a"), pod("b", name="w-1")], u)
-    assert a.jobs[("ns", "j")].tokens == 400.0
+    pods = [pod("a", end=2000.0), pod("b", name="w-1", end=2000.0), pod("c", start=2500.0)]
+    a = allocate(W, [NODE], pods, u)
+    assert a.jobs[("ns", "j")].tokens == 400.0 + 70.0
+
+
+@pytest.mark.parametrize(
+    ("runs", "want"),
+    [
+        ([], 0.0),
+        ([(0, 10, 100.0)], 100.0),
+        ([(0, 10, 100.0), (0, 10, 100.0), (2, 8, 90.0)], 100.0),  # 3 replicas report global tokens
+        ([(0, 10, 100.0), (10, 20, 40.0)], 140.0),  # restarted worker
+        ([(0, 10, 100.0), (5, 20, 120.0), (30, 40, 7.0)], 127.0),
+    ],
+    ids=["none", "one", "replicas-overlap", "sequential", "mixed"],
+)
+def test_global_tokens(runs: list[tuple[float, float, float]], want: float) -> None:
+    assert global_tokens(runs) == want
 
 
 def test_pod_on_unknown_node_is_reported_not_priced() -> None:
