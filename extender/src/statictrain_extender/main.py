@@ -19,7 +19,7 @@ from .settings import ExtenderSettings, SettingsError
 from .state import ClusterState
 from .stepstats import refresh_forever
 
-__all__ = ["main", "make_app"]
+__all__ = ["main", "make_app", "tls_context"]
 
 log = logging.getLogger("statictrain_extender")
 
@@ -58,17 +58,28 @@ def make_app(settings: ExtenderSettings) -> web.Application:
     return app
 
 
+def tls_context(settings: ExtenderSettings) -> ssl.SSLContext | None:
+    """Server TLS context when a certificate is configured, else None (plain HTTP)."""
+    if not settings.tls_cert_file:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    except (OSError, ssl.SSLError) as err:
+        raise SettingsError(
+            f"cannot load TLS certificate {settings.tls_cert_file} / key {settings.tls_key_file}: {err}"
+        ) from None
+    return context
+
+
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = ExtenderSettings.from_env()
+        tls = tls_context(settings)
     except SettingsError as err:
         print(f"statictrain-extender: {err}", file=sys.stderr)
         raise SystemExit(2) from None
-    tls: ssl.SSLContext | None = None
-    if settings.tls_cert_file:
-        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        tls.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
     log.info(
         "listening on %s:%d (%s), judging pods of %s",
         settings.host,
