@@ -41,12 +41,8 @@ class PromReader(Protocol):
 
 
 def _samples(values: Any) -> tuple[Sample, ...]:
-    out = []
-    for t, v in values:
-        f = float(v)
-        if math.isfinite(f):
-            out.append(Sample(float(t), f))
-    return tuple(out)
+    pts = [Sample(float(t), float(v)) for t, v in values]
+    return tuple(p for p in pts if math.isfinite(p.v))
 
 
 def parse_result(data: Mapping[str, Any]) -> list[Series]:
