@@ -19,7 +19,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .state import ClusterState
 
-__all__ = ["api_client", "start_watches"]
+__all__ = ["api_client", "start_watches", "undecoded"]
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,19 @@ def api_client(kubeconfig: str) -> client.ApiClient:
     return client.ApiClient(cfg)
 
 
+def undecoded(list_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The same call without a model return type, so the watch hands out raw JSON only.
+
+    kubernetes.watch deserializes every event into typed models when it can
+    find the return type; the extender reads ``raw_object`` and skips that cost.
+    """
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return list_fn(*args, **kwargs)
+
+    return call
+
+
 def _watch_loop(
     list_fn: Callable[..., Any],
     *,
@@ -46,15 +59,18 @@ def _watch_loop(
     kind: str,
     selectors: dict[str, str],
 ) -> None:
+    """List, then watch from the list's resourceVersion; relist only when the watch says it must."""
+    raw_fn = undecoded(list_fn)
+    version: str | None = None
     while not stop.is_set():
         try:
-            raw = list_fn(_preload_content=False, **selectors)
-            body = orjson.loads(raw.data)
-            on_list(body.get("items") or [])
-            version = body["metadata"]["resourceVersion"]
+            if version is None:
+                body = orjson.loads(list_fn(_preload_content=False, **selectors).data)
+                on_list(body.get("items") or [])
+                version = str(body["metadata"]["resourceVersion"])
             stream = watch.Watch()  # type: ignore[no-untyped-call]
             for event in stream.stream(  # type: ignore[no-untyped-call]
-                list_fn,
+                raw_fn,
                 resource_version=version,
                 timeout_seconds=_WATCH_TIMEOUT_S,
                 allow_watch_bookmarks=True,
@@ -63,18 +79,26 @@ def _watch_loop(
                 if stop.is_set():
                     stream.stop()  # type: ignore[no-untyped-call]
                     break
-                kind_of_event = event.get("type", "")
+                event_type = event.get("type", "")
                 obj = event.get("raw_object") or {}
-                if kind_of_event == "ERROR":
-                    log.info("%s watch ended (%s); relisting", kind, obj.get("message", obj))
+                if event_type == "ERROR":  # e.g. 410 Gone: our version is too old
+                    log.info("%s watch error (%s); relisting", kind, obj.get("message", obj))
+                    version = None
                     break
-                if kind_of_event != "BOOKMARK":
-                    on_event(kind_of_event, obj)
-        except (ApiException, OSError, ValueError, KeyError) as err:
-            log.warning("%s list/watch failed, retrying in %.0f s: %s", kind, _RETRY_S, err)
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if event_type != "BOOKMARK":
+                    on_event(event_type, obj)
+        except ApiException as err:
+            log.warning("%s list/watch failed (%s), relisting in %.0f s", kind, err.status, _RETRY_S)
+            version = None
+            stop.wait(_RETRY_S)
+        except (OSError, ValueError, KeyError) as err:
+            log.warning("%s list/watch failed, relisting in %.0f s: %s", kind, _RETRY_S, err)
+            version = None
             stop.wait(_RETRY_S)
         except Exception:  # the thread must not die silently
-            log.exception("%s watch crashed, retrying", kind)
+            log.exception("%s watch crashed, relisting", kind)
+            version = None
             stop.wait(_RETRY_S)
 
 

@@ -19,6 +19,7 @@ import orjson
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from ..kubewatch import undecoded
 from .accounting import Observed
 from .plan import Action
 
