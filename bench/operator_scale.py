@@ -90,6 +90,20 @@ class Watcher(threading.Thread):
             self.seen.setdefault(event["object"].metadata.name, time.monotonic())
 
 
+class KubeconfigCluster:
+    """Any running cluster given by a kubeconfig (kubectl from PATH), for runs outside the local tooling."""
+
+    def __init__(self, kubeconfig: pathlib.Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["kubectl", *args], env=self.env, capture_output=True, text=True, check=check)
+
+    def stop(self) -> None:
+        pass
+
+
 def machine() -> dict[str, Any]:
     cpu = "unknown"
     try:
@@ -111,12 +125,17 @@ def main(argv: list[str] | None = None) -> int:
         default=os.environ.get("STATICTRAIN_TEST_CLUSTER"),
         help="name of a running local cluster to attach to",
     )
+    p.add_argument("--kubeconfig", type=pathlib.Path, help="use this cluster instead of a local one")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--out", type=pathlib.Path, default=RESULT)
     args = p.parse_args(argv)
 
-    own = args.cluster is None
-    cluster = LocalCluster(args.cluster or f"st-bench-{os.getpid()}")
+    own = args.cluster is None and args.kubeconfig is None
+    cluster: Any = (
+        KubeconfigCluster(args.kubeconfig)
+        if args.kubeconfig
+        else LocalCluster(args.cluster or f"st-bench-{os.getpid()}")
+    )
     if own:
         cluster.start(build_binaries(log=sys.stderr), log=sys.stderr)
     ns = f"bench-{uuid.uuid4().hex[:6]}"

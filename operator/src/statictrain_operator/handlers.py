@@ -63,18 +63,33 @@ def _job_after(plan: reconcile.Plan, observed: Mapping[str, Any] | None) -> Mapp
 @kopf.on.resume(*STJ, id="reconcile")
 @kopf.on.create(*STJ, id="reconcile")
 @kopf.on.update(*STJ, id="reconcile", field="spec")
-def reconcile_children(body: kopf.Body, patch: kopf.Patch, memo: Any, logger: kopf.Logger, **_: Any) -> None:
-    """Bring the worker Job and Service to the spec; raise TemporaryError to look again while waiting."""
+def reconcile_children(
+    *, body: kopf.Body, patch: kopf.Patch, reason: str, memo: Any, logger: kopf.Logger, **_: Any
+) -> None:
+    """Bring the worker Job and Service to the spec; raise TemporaryError to look again while waiting.
+
+    On creation the children are created without reading first (two API calls
+    fewer per job); if either exists already (a retry after a crash), it reads
+    and plans again, so nothing is ever duplicated or adopted.
+    """
     rt = runtime.of(memo)
     owner = children.owner_from_body(body)
     name = children.worker_name(owner.name)
-    observed_svc = workers.read_service(rt.clients, owner.namespace, name)
-    observed_job = workers.read_job(rt.clients, owner.namespace, name)
     finished = body.status.get("phase") in api.FINISHED_PHASES
+    optimistic = reason == kopf.Reason.CREATE and not finished
+    observed_svc = None if optimistic else workers.read_service(rt.clients, owner.namespace, name)
+    observed_job = None if optimistic else workers.read_job(rt.clients, owner.namespace, name)
     plan = reconcile.plan(owner, rt.settings, observed_svc, observed_job, finished=finished)
+    existed = [obj for obj in plan.create if not workers.create(rt.clients, obj)]
     for obj in plan.create:
-        if workers.create(rt.clients, obj):
+        if obj not in existed:
             logger.info(f"created {obj['kind']} {name}")
+    if existed:  # only possible when optimistic: look at what is there and plan again
+        observed_svc = workers.read_service(rt.clients, owner.namespace, name)
+        observed_job = workers.read_job(rt.clients, owner.namespace, name)
+        plan = reconcile.plan(owner, rt.settings, observed_svc, observed_job, finished=finished)
+        for obj in plan.create:
+            workers.create(rt.clients, obj)
     if plan.job_patch:
         workers.patch_job(rt.clients, owner.namespace, name, plan.job_patch)
         logger.info(f"patched Job {name}: {plan.job_patch['spec']}")
