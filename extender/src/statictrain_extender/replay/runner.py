@@ -126,7 +126,7 @@ class BindWatch(threading.Thread):
             self.started_ok.set()
             try:
                 for event in self._stream.stream(  # type: ignore[no-untyped-call]
-                    self.core.list_namespaced_pod,
+                    undecoded(self.core.list_namespaced_pod),
                     self.namespace,
                     resource_version=version,
                     timeout_seconds=60,
