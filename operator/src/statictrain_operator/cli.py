@@ -19,10 +19,12 @@ from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
 from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
+from statictrain_operator.kube.costs import ClusterUnavailableError, list_jobs_for_report
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.html import to_html
-from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
+from statictrain_operator.report.model import EmptyWindowError, Report, ReportWindow, build_report, parse_utc
 from statictrain_operator.report.progress import ProgressBar
+from statictrain_operator.report.status import status_report
 from statictrain_operator.report.text import to_csv, to_json, to_table
 
 PROMETHEUS_ENV = "STATICTRAIN_PROMETHEUS_URL"
@@ -69,11 +71,40 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     )
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus query")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--source",
+        choices=["prometheus", "status"],
+        default="prometheus",
+        help="prometheus: cost in the window; status: lifetime cost from StaticTrainingJob statuses",
+    )
+    p.add_argument("--kubeconfig", help="with --source status: kubeconfig file (default KUBECONFIG)")
     p.set_defaults(func=run_report)
+
+
+def _write(args: argparse.Namespace, report: Report) -> int:
+    text = RENDERERS[args.format](report)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def run_status_report(args: argparse.Namespace, now: datetime, err: TextIO) -> int:
+    filters = {"namespace": args.namespace, "team": args.team, "commit": args.commit, "job": args.job}
+    try:
+        report = status_report(list_jobs_for_report(args.kubeconfig), args.by, now, filters)
+    except (ClusterUnavailableError, EmptyWindowError) as e:
+        print(f"error: {e}", file=err)
+        return 1
+    return _write(args, report)
 
 
 def run_report(args: argparse.Namespace, *, now: datetime | None = None, stderr: TextIO | None = None) -> int:
     err = stderr or sys.stderr
+    if args.source == "status":
+        return run_status_report(args, (now or datetime.now(UTC)).replace(microsecond=0), err)
     end: datetime = args.end or (now or datetime.now(UTC)).replace(microsecond=0)
     if args.start is None and args.last is None:
         print("error: give --from (RFC 3339 UTC) or --last (e.g. 24h)", file=err)
@@ -94,13 +125,7 @@ def run_report(args: argparse.Namespace, *, now: datetime | None = None, stderr:
     except (PrometheusUnavailableError, PrometheusQueryError, EmptyWindowError) as e:
         print(f"\nerror: {e}", file=err)
         return 1
-    text = RENDERERS[args.format](report)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        sys.stdout.write(text)
-    return 0
+    return _write(args, report)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ from statictrain_operator.cost.prom import Series
 from statictrain_operator.report.fetch import _chunks, job_filters
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
+from statictrain_operator.report.status import status_report
 from statictrain_operator.report.text import to_csv, to_json, to_table
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
@@ -186,3 +187,33 @@ def test_cli_unreachable_prometheus_and_missing_window() -> None:
 def test_cli_rejects_bad_times() -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["report", "--from", "2026-03-01"])
+
+
+def _stj(ns: str, name: str, commit: str, cost: dict[str, str]) -> dict[str, object]:
+    return {
+        "metadata": {
+            "namespace": ns,
+            "name": name,
+            "creationTimestamp": "2026-02-01T00:00:00Z",
+            "labels": {"statictrain.io/commit": commit, "statictrain.io/team": "t"},
+        },
+        "status": {"cost": cost},
+    }
+
+
+def test_status_report_sums_lifetime_cost_and_recovers_tokens() -> None:
+    jobs = [
+        _stj("a", "j1", "c1", {"usd": "10", "usdPer1MTokens": "2", "idleUSD": "1", "gpuHours": "2"}),
+        _stj("b", "j2", "c1", {"usd": "5", "usdPer1MTokens": "5"}),
+        _stj("b", "j3", "c2", {}),
+    ]
+    r = status_report(jobs, "commit", END)
+    rows = {row.key: row for row in r.rows}
+    assert rows[("c1",)].usd == 15.0 and rows[("c1",)].tokens == pytest.approx(6e6)
+    assert rows[("c1",)].usd_per_1m_tokens == pytest.approx(2.5)
+    assert rows[("c2",)].usd == 0.0
+    assert r.invariant_ratio is None and r.window.start == datetime(2026, 2, 1, tzinfo=UTC)
+    only_b = status_report(jobs, "job", END, {"namespace": ["b"]})
+    assert [row.key for row in only_b.rows] == [("b", "j2"), ("b", "j3")]
+    with pytest.raises(EmptyWindowError, match="no StaticTrainingJob matches"):
+        status_report(jobs, "job", END, {"team": ["nobody"]})

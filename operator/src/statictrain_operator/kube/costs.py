@@ -10,6 +10,8 @@ from typing import Any, cast
 from kubernetes import client
 from statictrain import labels
 
+from statictrain_operator.kube.clients import build
+
 log = logging.getLogger(__name__)
 
 
@@ -128,3 +130,21 @@ class KubeCostClient:
         emit_job_event(
             self.core, job, reason=reason, message=message, event_type=event_type, now=self.clock()
         )
+
+
+class ClusterUnavailableError(RuntimeError):
+    """The Kubernetes API cannot be reached or refuses the request."""
+
+
+def list_jobs_for_report(kubeconfig: str | None) -> list[dict[str, Any]]:
+    """Every StaticTrainingJob, for reports; errors become ClusterUnavailableError with what to check."""
+    try:
+        return list_jobs(build(kubeconfig).custom)
+    except client.ApiException as e:
+        raise ClusterUnavailableError(
+            f"the API server refused to list {labels.PLURAL}: {e.status} {e.reason}"
+        ) from None
+    except Exception as e:  # config errors, connection refused, DNS
+        raise ClusterUnavailableError(
+            f"cannot reach the Kubernetes API ({type(e).__name__}: {e}); check --kubeconfig or KUBECONFIG"
+        ) from None

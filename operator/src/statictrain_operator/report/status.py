@@ -1,0 +1,90 @@
+"""Reports from StaticTrainingJob statuses (pure): lifetime cost per job, commit, team or namespace.
+
+Where the Prometheus report covers a window, this one sums what each job's
+``status.cost`` holds now (its whole life so far), so it works without
+Prometheus and includes jobs whose metrics have aged out. Tokens and steps
+are recovered from ``usd`` / ``usdPer1MTokens`` and ``usd`` / ``usdPerStep``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from statictrain import labels
+
+from statictrain_operator.report.model import (
+    GROUP_LABELS,
+    EmptyWindowError,
+    GroupBy,
+    Report,
+    ReportWindow,
+    Row,
+    parse_utc,
+)
+
+
+def _f(value: object) -> float:
+    try:
+        d = Decimal(str(value)) if value not in (None, "") else Decimal(0)
+    except InvalidOperation:
+        return 0.0
+    return float(d) if d.is_finite() and d >= 0 else 0.0
+
+
+def _identity(job: Mapping[str, Any]) -> dict[str, str]:
+    meta = job.get("metadata") or {}
+    lab = meta.get("labels") or {}
+    return {
+        "namespace": meta.get("namespace", ""),
+        "job_name": meta.get("name", ""),
+        "commit": lab.get(labels.COMMIT, ""),
+        "team": lab.get(labels.TEAM, ""),
+    }
+
+
+def matches(job: Mapping[str, Any], filters: Mapping[str, Sequence[str]]) -> bool:
+    ident = _identity(job)
+    names = {"namespace": "namespace", "team": "team", "commit": "commit", "job": "job_name"}
+    return all(not values or ident[names[k]] in values for k, values in filters.items())
+
+
+def status_report(
+    jobs: Iterable[Mapping[str, Any]],
+    group_by: GroupBy,
+    now: datetime,
+    filters: Mapping[str, Sequence[str]] | None = None,
+) -> Report:
+    """Lifetime cost from status.cost, over [earliest job creation, now)."""
+    filters = filters or {}
+    rows: dict[tuple[str, ...], Row] = {}
+    starts: list[datetime] = []
+    for job in jobs:
+        if not matches(job, filters):
+            continue
+        cost = (job.get("status") or {}).get("cost") or {}
+        created = (job.get("metadata") or {}).get("creationTimestamp")
+        if created:
+            starts.append(parse_utc(created))
+        ident = _identity(job)
+        key = tuple(ident[k] for k in GROUP_LABELS[group_by])
+        row = rows.setdefault(key, Row(key))
+        usd = _f(cost.get("usd"))
+        row.usd += usd
+        row.idle_usd += _f(cost.get("idleUSD"))
+        row.compile_usd += _f(cost.get("compileUSD"))
+        row.lost_usd += _f(cost.get("lostWorkUSD"))
+        row.gpu_seconds += _f(cost.get("gpuHours")) * 3600
+        per_1m, per_step = _f(cost.get("usdPer1MTokens")), _f(cost.get("usdPerStep"))
+        row.tokens += usd / per_1m * 1e6 if per_1m > 0 else 0.0
+        row.steps += usd / per_step if per_step > 0 else 0.0
+    if not rows:
+        raise EmptyWindowError("no StaticTrainingJob matches; check the filters and the kubeconfig's cluster")
+    start = min(starts, default=now)
+    window = ReportWindow(min(start, now - timedelta(seconds=1)), now, buckets=1)
+    ordered = sorted(rows.values(), key=lambda r: (-round(r.usd, 9), r.key))
+    return Report(
+        window=window, group_by=group_by, filters=dict(filters), rows=ordered, node_usd=0.0, node_idle_usd=0.0
+    )
