@@ -124,7 +124,9 @@ async def cost_startup(memo: kopf.Memo, **_: Any) -> None:
     settings = CostSettings.from_env()
     if not settings.enabled:
         return
-    rt = await asyncio.to_thread(CostRuntime, settings)
+    main_runtime = memo.get("runtime")  # main.py's Runtime: reuse its API clients (same cluster, same pool)
+    shared: Clients | None = getattr(main_runtime, "clients", None)
+    rt = await asyncio.to_thread(CostRuntime, settings, shared)
     stop = asyncio.Event()
     memo["cost_runtime"] = rt
     memo["cost_stop"] = stop
