@@ -16,13 +16,16 @@ from statictrain import labels
 from . import runtime, settings
 from .kube import clients, heartbeat
 
-# Handler modules of other parts; each registers its kopf handlers on import.
-OPTIONAL_HANDLERS = ("statictrain_operator.cost.handlers", "statictrain_operator.anomaly.handlers")
+
+def part_modules(parts: Sequence[str]) -> list[str]:
+    """Handler modules of the optional parts; each registers its kopf handlers on import."""
+    return [f"statictrain_operator.{part}.handlers" for part in parts]
+
 
 log = logging.getLogger("statictrain.operator")
 
 
-def import_handlers(optional: Sequence[str] = OPTIONAL_HANDLERS) -> list[str]:
+def import_handlers(optional: Sequence[str]) -> list[str]:
     """Import our handlers and those of the optional modules that exist; returns what was imported."""
     importlib.import_module("statictrain_operator.handlers")
     loaded = ["statictrain_operator.handlers"]
@@ -88,7 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         clients=clients.build(args.kubeconfig, pool_size=s.max_workers),
         holder=os.environ.get("HOSTNAME", socket.gethostname()),
     )
-    import_handlers()
+    import_handlers(part_modules(s.parts))
     kopf.run(
         registry=kopf.get_default_registry(),
         settings=kopf_settings(s),

@@ -67,6 +67,8 @@ class Settings:
     """Namespace of the heartbeat ConfigMap (the operator's own); empty disables the heartbeat."""
     ttl_sweep_s: float = 1.0
     """Seconds between sweeps for finished jobs whose ttlSecondsAfterFinished has passed."""
+    parts: tuple[str, ...] = ("cost", "anomaly")
+    """Optional parts whose handlers run (statictrain_operator.<part>.handlers), comma-separated."""
     max_workers: int = 20
     """Threads running the synchronous Kubernetes client calls of handlers."""
 

@@ -117,9 +117,26 @@ def test_the_comparison_catches_a_mismatch() -> None:
 
 
 SCHEMA_KEYS = {
-    "type", "format", "description", "properties", "items", "required", "enum", "default", "minimum", "maximum",
-    "minLength", "maxLength", "pattern", "minItems", "maxItems", "maxProperties", "additionalProperties",
-    "x-kubernetes-validations", "x-kubernetes-list-type", "x-kubernetes-list-map-keys",
+    "type",
+    "format",
+    "description",
+    "properties",
+    "items",
+    "required",
+    "enum",
+    "default",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minItems",
+    "maxItems",
+    "maxProperties",
+    "additionalProperties",
+    "x-kubernetes-validations",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
 }
 
 

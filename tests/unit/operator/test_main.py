@@ -20,6 +20,14 @@ def test_a_broken_import_inside_an_optional_module_is_not_hidden() -> None:
         main.import_handlers(("statictrain_operator.children_that_do_not_exist.x.y",))
 
 
+def test_parts_name_their_handler_modules() -> None:
+    assert main.part_modules(settings.Settings().parts) == [
+        "statictrain_operator.cost.handlers",
+        "statictrain_operator.anomaly.handlers",
+    ]
+    assert main.part_modules(settings.from_env({"STATICTRAIN_OPERATOR_PARTS": ""}).parts) == []
+
+
 def test_kopf_settings_filter_jobs_server_side() -> None:
     ks = main.kopf_settings(settings.Settings(max_workers=7))
     assert ks.execution.max_workers == 7
