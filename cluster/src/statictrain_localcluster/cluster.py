@@ -201,6 +201,7 @@ class LocalCluster:
             "--kube-scheduler-config", str(self.root / "kube-scheduler-config.yaml"),
             "--config", str(self.root / "kwok-config.yaml"),
             "--kube-authorization=true",
+            "--kubeconfig", str(self.kubeconfig),
             "--wait", f"{int(timeout_s)}s",
         ]
         proc = subprocess.run(cmd, env=self.env, stdout=log, stderr=log, timeout=timeout_s + 60, check=False)

@@ -1,0 +1,253 @@
+"""The demo: a local control plane, the chart installed with Helm, the operator,
+real (CPU) training in local workers, metrics in Prometheus, cost in
+``kubectl get stj``, and a cost report. ``make demo`` runs it; the e2e test runs
+the same flow with smaller numbers.
+
+    python -m statictrain_localcluster.demo [--keep] [--steps N] [--out DIR]
+
+Everything it starts is stopped at the end or on Ctrl-C (unless --keep).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from statictrain import labels
+from statictrain_localcluster.cluster import REPO_FILES, ClusterError, LocalCluster, build_binaries
+from statictrain_localcluster.workers import LocalWorkers
+
+RELEASE, SYSTEM_NS = "statictrain", "statictrain-system"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class DemoJob:
+    """One StaticTrainingJob of the demo: an example file applied in a namespace at a commit."""
+
+    example: str
+    name: str
+    namespace: str
+    commit: str
+    team: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def demo_jobs(steps: int) -> list[DemoJob]:
+    """Two namespaces, two commits; CPU-sized so a 2-core machine trains them in minutes."""
+    small = {"replicas": 1, "training": {"maxSteps": steps}, "checkpoint": {"everySteps": max(steps // 2, 1)},
+             "compile": {"mode": "default", "cache": True}}
+    return [
+        DemoJob("tiny-cpu.yaml", "tiny-a", "team-nlp", "a1b2c3d", "nlp",
+                {**small, "resources": {"gpusPerReplica": 1, "gpuModels": ["H100"]}}),
+        DemoJob("tiny-cpu.yaml", "tiny-b", "team-nlp", "e4f5a6b", "nlp",
+                {**small, "resources": {"gpusPerReplica": 1, "gpuModels": ["L4"]}}),
+        DemoJob("tiny-cpu.yaml", "tiny-c", "team-vision", "a1b2c3d", "vision",
+                {**small, "replicas": 2, "resources": {"gpusPerReplica": 1, "gpuModels": ["A10G"]}}),
+    ]
+
+
+def manifest(job: DemoJob) -> dict[str, Any]:
+    """The example file with the demo's name, namespace, commit and overrides (pure)."""
+    doc: dict[str, Any] = yaml.safe_load((REPO_FILES / "deploy/examples" / job.example).read_text())
+    doc["metadata"].update(name=job.name, namespace=job.namespace)
+    doc["metadata"].setdefault("labels", {}).update({labels.COMMIT: job.commit, labels.TEAM: job.team})
+    for key, value in job.overrides.items():
+        doc["spec"][key] = value
+    return doc
+
+
+def say(msg: str) -> None:
+    print(f"\033[1m==> {msg}\033[0m", flush=True)
+
+
+class Demo:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.cluster = LocalCluster(args.name)
+        self.out = Path(args.out).resolve()
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.workers: LocalWorkers | None = None
+        self.started_at = datetime.now(UTC)
+
+    # -- steps -----------------------------------------------------------------
+    def start_cluster(self) -> None:
+        say("building or finding the control plane binaries")
+        bin_dir = build_binaries(log=sys.stderr)
+        if self.cluster.running():
+            say(f"stopping the previous demo cluster {self.args.name!r}")
+        self.cluster.stop()
+        say("starting the local cluster (kube-apiserver, etcd, controller-manager, scheduler, kwok, Prometheus)")
+        t0 = time.monotonic()
+        self.cluster.start(bin_dir, log=subprocess.DEVNULL)
+        say(f"cluster ready in {time.monotonic() - t0:.1f}s")
+        print(self.cluster.kubectl("get", "nodes", "-L", labels.INSTANCE_TYPE, "-L", labels.GPU_PRODUCT,
+                                   "-L", labels.CAPACITY_TYPE).stdout)
+
+    def install_chart(self) -> None:
+        say("helm install statictrain (CRD, RBAC, ServiceAccount, operator config)")
+        values = {
+            # The operator runs as a local process below, with this release's
+            # ServiceAccount token and env: kwok nodes run no containers.
+            "operator": {"replicas": 0, "extraEnv": [
+                {"name": "STATICTRAIN_PROMETHEUS_URL", "value": self.cluster.prometheus_url}]},
+            "workers": {"tolerations": [KWOK_TOLERATION]},
+            "extender": {"enabled": False},
+        }
+        vfile = self.out / "demo-values.yaml"
+        vfile.write_text(yaml.safe_dump(values))
+        self.cluster.helm("upgrade", "--install", RELEASE, str(REPO_FILES / "charts/statictrain"), "-n", SYSTEM_NS,
+                          "--create-namespace", "-f", str(vfile), "--wait", "--timeout", "120s")
+        print(self.cluster.helm("list", "-n", SYSTEM_NS).stdout)
+
+    def operator_env(self) -> dict[str, str]:
+        """The env of the chart's operator container, plus a kubeconfig with its ServiceAccount token."""
+        deploys = json.loads(self.cluster.kubectl("get", "deploy", "-n", SYSTEM_NS, "-o", "json").stdout)["items"]
+        deploy = next(d for d in deploys if "operator" in d["metadata"]["name"])
+        pod = deploy["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        env = {e["name"]: str(e["value"]) for e in container.get("env", []) if "value" in e}
+        sa = pod.get("serviceAccountName", "default")
+        token = self.cluster.kubectl("create", "token", sa, "-n", SYSTEM_NS, "--duration=2h").stdout.strip()
+        admin = yaml.safe_load(self.cluster.kubeconfig.read_text())
+        ctx = admin["contexts"][0]["context"]
+        kubeconfig = {
+            "apiVersion": "v1", "kind": "Config", "clusters": admin["clusters"],
+            "users": [{"name": sa, "user": {"token": token}}],
+            "contexts": [{"name": "operator", "context": {"cluster": ctx["cluster"], "user": sa}}],
+            "current-context": "operator",
+        }
+        path = self.out / "operator.kubeconfig"
+        path.write_text(yaml.safe_dump(kubeconfig))
+        path.chmod(0o600)
+        return {**env, "KUBECONFIG": str(path)}
+
+    def spawn(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        log = (self.out / f"{name}.log").open("ab")
+        p = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        self.procs.append(p)
+        return p
+
+    def start_operator(self) -> None:
+        say("starting the operator (local process, the chart's ServiceAccount and settings)")
+        bin_dir = Path(sys.executable).parent
+        self.spawn("operator", [str(bin_dir / "statictrain-operator"), "--liveness", ""], self.operator_env())
+        extender = bin_dir / "statictrain-extender"
+        if extender.exists():
+            say(f"starting the scheduler extender on 127.0.0.1:{self.cluster.extender_port}")
+            self.spawn("extender", [str(extender), "--port", str(self.cluster.extender_port)],
+                       {"KUBECONFIG": str(self.cluster.kubeconfig),
+                        "STATICTRAIN_PROMETHEUS_URL": self.cluster.prometheus_url})
+        self.workers = LocalWorkers(self.cluster, self.out / "workers", log=open(self.out / "workers.log", "a"))
+        self.workers.start()
+
+    def apply_jobs(self, jobs: list[DemoJob]) -> None:
+        for ns in sorted({j.namespace for j in jobs}):
+            self.cluster.kubectl("create", "namespace", ns, check=False)
+        say("kubectl apply: " + ", ".join(f"{j.namespace}/{j.name}@{j.commit}" for j in jobs))
+        docs = yaml.safe_dump_all([manifest(j) for j in jobs])
+        print(self.cluster.kubectl("apply", "-f", "-", input=docs).stdout)
+
+    def watch(self, jobs: list[DemoJob], timeout_s: float) -> list[dict[str, Any]]:
+        say("training (live: kubectl get stj -A)")
+        deadline = time.monotonic() + timeout_s
+        items: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            items = json.loads(self.cluster.kubectl("get", "stj", "-A", "-o", "json").stdout)["items"]
+            print(self.cluster.kubectl("get", "stj", "-A").stdout, flush=True)
+            if len(items) == len(jobs) and all(i.get("status", {}).get("phase") in TERMINAL for i in items):
+                return items
+            time.sleep(self.args.poll)
+        raise ClusterError(f"jobs did not finish within {timeout_s:.0f}s; logs in {self.out}")
+
+    def report(self) -> Path:
+        say("cost report (statictrain report)")
+        time.sleep(max(self.args.settle, 0))  # let the accounting timer see the last samples
+        bin_dir = Path(sys.executable).parent
+        env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig),
+               "STATICTRAIN_PROMETHEUS_URL": self.cluster.prometheus_url}
+        start = self.started_at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        base = [str(bin_dir / "statictrain"), "report", "--from", start]
+        for by in ("namespace", "commit"):
+            table = subprocess.run([*base, "--by", by], env=env, capture_output=True, text=True, check=False)
+            print(table.stdout or table.stderr, flush=True)
+        html = self.out / "cost-report.html"
+        subprocess.run([*base, "--by", "job", "--format", "html", "-o", str(html)], env=env, check=True)
+        say(f"HTML report: {html}")
+        return html
+
+    def stop(self) -> None:
+        if self.workers:
+            self.workers.stop()
+        for p in self.procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, 15)
+        for p in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=15)
+        if not self.args.keep:
+            self.cluster.stop()
+
+
+@contextlib.contextmanager
+def running(demo: Demo) -> Iterator[Demo]:
+    try:
+        yield demo
+    finally:
+        say("tearing down" if not demo.args.keep else f"leaving cluster {demo.args.name!r} running (--keep)")
+        demo.stop()
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="statictrain-demo", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--name", default="statictrain-demo", help="cluster name")
+    ap.add_argument("--steps", type=int, default=300, help="training steps per job")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds to wait for the jobs")
+    ap.add_argument("--poll", type=float, default=5, help="seconds between progress tables")
+    ap.add_argument("--settle", type=float, default=20, help="seconds to wait before the report")
+    ap.add_argument("--out", default="out/demo", help="folder for logs and the HTML report")
+    ap.add_argument("--keep", action="store_true", help="leave the cluster running at the end")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    demo = Demo(args)
+    if demo.out.exists():
+        shutil.rmtree(demo.out)
+    demo.out.mkdir(parents=True)
+    jobs = demo_jobs(args.steps)
+    try:
+        with running(demo):
+            demo.start_cluster()
+            demo.install_chart()
+            demo.start_operator()
+            demo.apply_jobs(jobs)
+            demo.watch(jobs, args.timeout)
+            demo.report()
+    except ClusterError as e:
+        print(f"demo: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
