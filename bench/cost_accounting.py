@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cost_accounting.json")
     args = ap.parse_args(argv)
 
+    load_before = os.getloadavg()
     registry = CollectorRegistry()
     cost_metrics = CostMetrics(registry)
     exporter_port = free_port()
@@ -311,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
             "processor": platform.processor() or platform.machine(),
+            "load_average_1m_before_and_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+            "note": "shared 2-core machine; other builds and tests ran at the same time",
         },
         "date": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
