@@ -202,3 +202,27 @@ def test_after_restart_the_run_starts_at_the_newest_watermark() -> None:
     assert r.window.start == T0.timestamp() - 120
     assert r.allocation.node_usd == Decimal("1.2")  # 36 $/h x 120 s
     assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.300000000"
+
+
+def test_pods_of_a_deleted_job_still_count_in_metrics() -> None:
+    acc, kube, _, reg = make(SeriesProm())
+    del kube.jobs[("ns", "b")]
+    r = acc.run_once()
+    assert set(r.orphans) == {("ns", "b")}
+    b = (
+        reg.get_sample_value(
+            "statictrain_job_cost_usd_total", {"job_name": "b", "namespace": "ns", "commit": "c2", "team": "t"}
+        )
+        or 0
+    )
+    assert b == pytest.approx(0.15)
+    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"}) or 0
+    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"}) or 0
+    a = (
+        reg.get_sample_value(
+            "statictrain_job_cost_usd_total",
+            {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"},
+        )
+        or 0
+    )
+    assert a + b + idle == pytest.approx(node)

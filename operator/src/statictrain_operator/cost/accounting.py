@@ -54,6 +54,8 @@ class RunResult:
     window: Window
     allocation: Allocation
     job_costs: dict[JobKey, JobCost]
+    orphans: dict[JobKey, JobCost] = field(default_factory=dict)
+    """Cost of pods labelled with a job that no longer exists (metrics only)."""
     budget_actions: list[tuple[JobKey, str]] = field(default_factory=list)
     usage_error: str = ""
 
@@ -127,7 +129,13 @@ class Accountant:
         result = RunResult(window, alloc, {}, usage_error=usage_error)
         for job in jobs:
             self._account_job(job, _RunContext(window, alloc, nodes, pods, usage, kwargs, now), result)
-        self.metrics.add_run(list(result.job_costs.values()), alloc)
+        crs = {
+            ((j.get("metadata") or {}).get("namespace", ""), (j.get("metadata") or {}).get("name", ""))
+            for j in jobs
+        }
+        # pods whose job object is gone still used the nodes: count them in the metrics (no status to patch)
+        result.orphans = {k: v for k, v in alloc.jobs.items() if k not in crs}
+        self.metrics.add_run([*result.job_costs.values(), *result.orphans.values()], alloc)
         self.last_end = end
         return result
 
