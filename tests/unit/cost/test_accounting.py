@@ -211,7 +211,8 @@ def test_pods_of_a_deleted_job_still_count_in_metrics() -> None:
     assert set(r.orphans) == {("ns", "b")}
     b = (
         reg.get_sample_value(
-            "statictrain_job_cost_usd_total", {"job_name": "b", "namespace": "ns", "commit": "c2", "team": "t"}
+            "statictrain_job_cost_usd_total",
+            {"job_name": "b", "namespace": "ns", "commit": "c2", "team": "t"},
         )
         or 0
     )
