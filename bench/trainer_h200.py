@@ -1,0 +1,244 @@
+"""Benchmark of the training runtime on an H200 (or, with tiny settings, on a CPU for a dry run).
+
+Every figure comes from a fresh process running ``python -m statictrain_trainer.trial``
+(the runtime's own loop), each with its own empty inductor cache unless said:
+
+- single: eager vs torch.compile(default) at one batch; time to first step
+  (model to device + cache lookup + first step) cold, then in a fresh process
+  with the shared compile cache the cold run saved.
+- ddp: compiled, the same per-GPU batch on 1 GPU and on 2 GPUs (torchrun,
+  NCCL): scaling efficiency = tokens/s on 2 / (2 x tokens/s on 1).
+- autotune: the runtime's autotuner within a budget; its pick and what it measured.
+
+Results merge into ``--out`` (so phases can run in separate calls) with the
+command, versions and machine. Only measured values are written.
+
+    python bench/trainer_h200.py --phase single ddp autotune --out bench/results/trainer_h200.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from statictrain import envvars
+from statictrain_trainer.autotune import Autotuner, Candidate, subprocess_runner
+
+SAFE_NCCL = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def base_env(args: argparse.Namespace, work: Path, name: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STATICTRAIN_")}
+    env.update(SAFE_NCCL)
+    env.update(
+        {
+            envvars.ENTRYPOINT: args.entrypoint,
+            envvars.PRECISION: args.precision,
+            envvars.COMPILE_CACHE: "true",
+            "TORCHINDUCTOR_CACHE_DIR": str(work / f"inductor-{name}"),
+            "TRITON_CACHE_DIR": str(work / f"triton-{name}"),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    if args.peak_tflops:
+        env[envvars.PEAK_TFLOPS] = str(args.peak_tflops)
+    return env
+
+
+def trial(
+    args: argparse.Namespace, env: dict[str, str], work: Path, name: str, nproc: int = 1
+) -> dict[str, Any]:
+    """Run one trial process (or torchrun group) and return its JSON result, with wall time."""
+    result = work / f"{name}.json"
+    module = ["-m", "statictrain_trainer.trial", "--result", str(result)]
+    module += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
+    if nproc == 1:
+        cmd = [sys.executable, *module]
+        env = {**env, envvars.WORLD_SIZE: "1", "RANK": "0", "LOCAL_RANK": "0"}
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc)]
+        cmd += ["--master_port", str(args.master_port), *module]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    (work / f"{name}.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0 or not result.is_file():
+        print(proc.stderr[-4000:], file=sys.stderr)
+        raise SystemExit(f"trial {name} failed with exit {proc.returncode}")
+    data: dict[str, Any] = json.loads(result.read_text())
+    data["process_wall_seconds"] = wall
+    print(
+        f"{name:24s} mode={data['compile_mode']:26s} batch={data['batch_size']:4d} world={data['world_size']} "
+        f"tok/s={data['tokens_per_s']:,.0f} mfu={data['mfu']:.3f} first_step={data['first_step_seconds']:.2f}s "
+        f"to_first_step={data['time_to_first_step_seconds']:.2f}s cache_hit={data['cache_hit']} "
+        f"peak_mem={data['peak_memory_bytes'] / 2**30:.1f}GiB",
+        flush=True,
+    )
+    return data
+
+
+def slim(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in data.items() if k != "step_seconds"} | {
+        "step_seconds": [round(s, 5) for s in data["step_seconds"]]
+    }
+
+
+def phase_single(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
+    cache = work / "shared-compile-cache"
+    eager_env = {**base_env(args, work, "eager"), envvars.COMPILE_MODE: "none", envvars.BATCH_SIZE: str(args.batch)}
+    eager = trial(args, eager_env, work, "eager")
+    cold_env = {
+        **base_env(args, work, "cold"),
+        envvars.COMPILE_MODE: "default",
+        envvars.BATCH_SIZE: str(args.batch),
+        envvars.COMPILE_CACHE_DIR: str(cache),
+    }
+    cold = trial(args, cold_env, work, "compiled_cold")
+    fresh = base_env(args, work, "warm")
+    warm_env = {**cold_env, **{k: fresh[k] for k in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}}
+    warm = trial(args, warm_env, work, "compiled_warm")
+    if not warm["cache_hit"]:
+        print(f"warning: warm run missed the cache: {warm['cache_reason']}", file=sys.stderr)
+    out["eager_tok_s"] = eager["tokens_per_s"]
+    out["compiled_tok_s"] = cold["tokens_per_s"]
+    out["compiled_over_eager"] = cold["tokens_per_s"] / eager["tokens_per_s"]
+    out["compiled_warm_run_tok_s"] = warm["tokens_per_s"]
+    out["eager_mfu"] = eager["mfu"]
+    out["compiled_mfu"] = cold["mfu"]
+    out["first_step_cold_s"] = cold["time_to_first_step_seconds"]
+    out["first_step_warm_s"] = warm["time_to_first_step_seconds"]
+    out["warm_over_cold"] = warm["time_to_first_step_seconds"] / cold["time_to_first_step_seconds"]
+    out["warm_cache_hit"] = warm["cache_hit"]
+    out["single_batch_per_gpu"] = args.batch
+    out["runs_single"] = {"eager": slim(eager), "compiled_cold": slim(cold), "compiled_warm": slim(warm)}
+
+
+def phase_ddp(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
+    env = {
+        **base_env(args, work, "ddp"),
+        envvars.COMPILE_MODE: "default",
+        envvars.BATCH_SIZE: str(args.ddp_batch),
+        envvars.BUCKET_CAP_MB: str(args.bucket_cap_mb),
+    }
+    one = trial(args, env, work, "ddp_1gpu")
+    two = trial(args, env, work, "ddp_2gpu", nproc=2)
+    out["ddp1_tok_s"] = one["tokens_per_s"]
+    out["ddp2_tok_s"] = two["tokens_per_s"]
+    out["ddp2_scaling_efficiency"] = two["tokens_per_s"] / (2 * one["tokens_per_s"])
+    out["ddp_batch_per_gpu"] = args.ddp_batch
+    out["ddp_bucket_cap_mb"] = args.bucket_cap_mb
+    out["runs_ddp"] = {"one_gpu": slim(one), "two_gpu": slim(two)}
+
+
+def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
+    env = {**base_env(args, work, "autotune"), envvars.COMPILE_CACHE_DIR: str(work / "autotune-cache")}
+    runner = subprocess_runner(env, 0, time.perf_counter, steps=args.steps, warmup=args.warmup)
+    tuner = Autotuner(
+        Candidate("default", args.batch),
+        max_batch=args.max_batch,
+        budget_s=args.autotune_budget,
+        runner=runner,
+        clock=time.perf_counter,
+        gpu=torch.cuda.is_available(),
+    )
+    t0 = time.perf_counter()
+    report = tuner.tune()
+    spent = time.perf_counter() - t0
+    print("autotune:", report.reason, flush=True)
+    for o in report.outcomes:
+        print(f"  {o.candidate.label:34s} ok={o.ok} tok/s={o.tokens_per_s:,.0f} mfu={o.mfu:.3f} "
+              f"{o.seconds:.0f}s {o.error}", flush=True)  # fmt: skip
+    chosen = next(o for o in report.outcomes if o.ok and o.candidate == report.chosen) if any(
+        o.ok for o in report.outcomes
+    ) else None
+    out["autotuned_choice"] = report.chosen.label
+    out["autotune_reason"] = report.reason
+    out["autotune_budget_s"] = args.autotune_budget
+    out["autotune_seconds"] = spent
+    out["autotune_outcomes"] = report.to_json()["outcomes"]
+    if chosen is not None:
+        out["autotuned_tok_s"] = chosen.tokens_per_s
+        out["autotuned_mfu"] = chosen.mfu
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpu_count": torch.cuda.device_count(),
+    }
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"],
+            capture_output=True, text=True, check=False, timeout=30,
+        )  # fmt: skip
+        info["nvidia_smi"] = smi.stdout.strip().splitlines()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return info
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--phase", nargs="+", choices=["single", "ddp", "autotune"], required=True)
+    p.add_argument("--out", type=Path, required=True, help="JSON to merge results into")
+    p.add_argument("--entrypoint", default="statictrain_trainer.examples.gpt2:build")
+    p.add_argument("--precision", default="bf16")
+    p.add_argument("--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start")
+    p.add_argument("--ddp-batch", type=int, default=32)
+    p.add_argument("--bucket-cap-mb", type=int, default=25)
+    p.add_argument("--max-batch", type=int, default=128)
+    p.add_argument("--steps", type=int, default=25)
+    p.add_argument("--warmup", type=int, default=8)
+    p.add_argument("--autotune-budget", type=float, default=300.0)
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="override (CPU dry runs)")
+    p.add_argument("--master-port", type=int, default=29517)
+    p.add_argument("--workdir", type=Path, default=None, help="keep trial logs here (default: a temp dir)")
+    args = p.parse_args()
+    out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="trainer-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    phases = {"single": phase_single, "ddp": phase_ddp, "autotune": phase_autotune}
+    for name in args.phase:
+        t0 = time.perf_counter()
+        phases[name](args, work, out)
+        print(f"phase {name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        commands = out.setdefault("commands", {})
+        commands[name] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+        out["command"] = "; ".join(f"[{k}] {v}" for k, v in commands.items())
+        out["torch"] = torch.__version__
+        out["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+        out.setdefault("machines", {})[name] = machine()
+        out["entrypoint"] = args.entrypoint
+        out["precision"] = args.precision
+        out["peak_tflops_for_mfu"] = 989.0 if torch.cuda.is_available() else args.peak_tflops
+        out["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=1, allow_nan=True, default=str) + "\n")
+    summary = {k: out.get(k) for k in (
+        "eager_tok_s", "compiled_tok_s", "compiled_over_eager", "autotuned_tok_s", "autotuned_mfu",
+        "autotuned_choice", "first_step_cold_s", "first_step_warm_s", "warm_over_cold",
+        "ddp2_scaling_efficiency", "torch", "gpu",
+    )}  # fmt: skip
+    print(json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+from statictrain_trainer.autotune import Autotuner, Candidate, Outcome, choose, doubling
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fake_runner(
+    clock: FakeClock, speed: Callable[[Candidate], float | str], seconds_each: float = 10.0
+) -> tuple[Callable[[Candidate, float], Outcome], list[str]]:
+    """speed(candidate) -> samples/s, or an error string for a failing candidate."""
+    calls: list[str] = []
+
+    def run(c: Candidate, timeout: float) -> Outcome:
+        calls.append(c.label)
+        clock.now += seconds_each
+        s = speed(c)
+        if isinstance(s, str):
+            return Outcome(c, ok=False, seconds=seconds_each, error=s)
+        return Outcome(c, ok=True, samples_per_s=s, tokens_per_s=s * 1024, seconds=seconds_each)
+
+    return run, calls
+
+
+def test_doubling() -> None:
+    assert doubling(16, 128) == [16, 32, 64, 128]
+    assert doubling(16, 8) == [16]
+
+
+def test_crashing_candidate_is_skipped_and_reported() -> None:
+    clock = FakeClock()
+
+    def speed(c: Candidate) -> float | str:
+        if c.compile_mode == "max-autotune-no-cudagraphs":
+            return "crashed (exit 1): CUDA error: an illegal memory access was encountered"
+        base = {16: 100.0, 32: 150.0, 64: 180.0, 128: "out of memory"}[c.batch_size]
+        if isinstance(base, str):
+            return base
+        return base * (1.1 if c.compile_mode == "max-autotune" else 1.0)
+
+    runner, calls = fake_runner(clock, speed)
+    report = Autotuner(
+        Candidate("default", 16), max_batch=128, budget_s=1000, runner=runner, clock=clock, gpu=True
+    ).tune()
+    assert calls == [
+        "default@16",
+        "default@32",
+        "default@64",
+        "default@128",
+        "reduce-overhead@64",
+        "max-autotune-no-cudagraphs@64",
+        "max-autotune@64",
+    ]
+    assert report.chosen == Candidate("max-autotune", 64)
+    assert "max-autotune-no-cudagraphs@64: crashed" in report.reason
+    assert "default@128: out of memory" in report.reason
+    failed = [o.candidate.label for o in report.outcomes if not o.ok]
+    assert failed == ["default@128", "max-autotune-no-cudagraphs@64"]
+
+
+def test_stops_doubling_when_gain_is_small() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: {16: 100.0, 32: 101.0, 64: 300.0}.get(c.batch_size, 1.0))
+    report = Autotuner(
+        Candidate("default", 16), max_batch=64, budget_s=1000, runner=runner, clock=clock, gpu=False
+    ).tune()
+    assert calls == ["default@16", "default@32"]
+    assert report.chosen == Candidate("default", 32)
+
+
+def test_budget_spent_skips_the_rest() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: float(c.batch_size), seconds_each=30.0)
+    report = Autotuner(
+        Candidate("default", 8), max_batch=64, budget_s=50, runner=runner, clock=clock, gpu=True
+    ).tune()
+    assert calls == ["default@8", "default@16"]
+    skipped = [o for o in report.outcomes if o.error == "skipped: budget spent"]
+    assert [o.candidate.label for o in skipped] == [
+        "default@32",
+        "reduce-overhead@16",
+        "max-autotune-no-cudagraphs@16",
+        "max-autotune@16",
+    ]
+    assert report.chosen == Candidate("default", 16)
+
+
+def test_nothing_finishes_keeps_the_job_settings() -> None:
+    chosen, reason = choose([Outcome(Candidate("default", 8), ok=False, error="out of memory")], Candidate("none", 8))
+    assert chosen == Candidate("none", 8)
+    assert "no candidate finished" in reason and "out of memory" in reason
+
+
+def test_choose_explains_margin() -> None:
+    outcomes = [
+        Outcome(Candidate("default", 8), ok=True, samples_per_s=100.0, tokens_per_s=math.nan),
+        Outcome(Candidate("reduce-overhead", 8), ok=True, samples_per_s=125.0, tokens_per_s=math.nan),
+    ]
+    chosen, reason = choose(outcomes, Candidate("default", 8))
+    assert chosen == Candidate("reduce-overhead", 8)
+    assert "1.250x the runner-up default@8" in reason
+
+
+@pytest.mark.parametrize("gpu", [True, False], ids=["gpu", "cpu"])
+def test_mode_search_only_on_gpu(gpu: bool) -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 10.0)
+    Autotuner(Candidate("default", 8), max_batch=8, budget_s=1000, runner=runner, clock=clock, gpu=gpu).tune()
+    assert len(calls) == (4 if gpu else 1)

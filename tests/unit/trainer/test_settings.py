@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from statictrain import envvars
+from statictrain_trainer.exitcodes import UserError
+from statictrain_trainer.settings import settings_from_env
+
+BASE = {envvars.ENTRYPOINT: "pkg.mod:build"}
+
+
+def test_defaults() -> None:
+    s = settings_from_env(BASE)
+    assert s.entrypoint == "pkg.mod:build"
+    assert s.compile_mode == "default"
+    assert s.precision == "bf16"
+    assert s.world_size == 1 and s.rank == 0
+    assert s.checkpoint_dir is None and s.stats_dir is None
+    assert not s.autotune
+
+
+def test_all_fields_read() -> None:
+    env = {
+        **BASE,
+        envvars.COMPILE_MODE: "max-autotune",
+        envvars.COMPILE_FULLGRAPH: "true",
+        envvars.COMPILE_DYNAMIC: "false",
+        envvars.PRECISION: "fp16",
+        envvars.BUCKET_CAP_MB: "100",
+        envvars.GRAD_ACCUM_STEPS: "4",
+        envvars.MAX_STEPS: "10",
+        envvars.MAX_TOKENS: "5000",
+        envvars.CHECKPOINT_DIR: "/ckpt",
+        envvars.CHECKPOINT_EVERY: "7",
+        envvars.CHECKPOINT_KEEP: "2",
+        envvars.AUTOTUNE: "on",
+        envvars.AUTOTUNE_BUDGET_S: "90",
+        envvars.STATS_DIR: "/stats",
+        envvars.BATCH_SIZE: "32",
+        envvars.WORLD_SIZE: "4",
+        "RANK": "3",
+        "LOCAL_RANK": "1",
+    }
+    s = settings_from_env(env)
+    assert (s.compile_mode, s.fullgraph, s.dynamic, s.precision) == ("max-autotune", True, False, "fp16")
+    assert (s.bucket_cap_mb, s.grad_accum_steps, s.max_steps, s.max_tokens) == (100, 4, 10, 5000)
+    assert (s.checkpoint_dir, s.checkpoint_every, s.checkpoint_keep) == (Path("/ckpt"), 7, 2)
+    assert (s.autotune, s.autotune_budget_s, s.stats_dir, s.batch_size) == (True, 90.0, Path("/stats"), 32)
+    assert (s.world_size, s.rank, s.local_rank) == (4, 3, 1)
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        pytest.param({}, "must be 'module:function'", id="no-entrypoint"),
+        pytest.param({envvars.ENTRYPOINT: "nocolon"}, "must be 'module:function'", id="no-colon"),
+        pytest.param({**BASE, envvars.COMPILE_MODE: "fast"}, "STATICTRAIN_COMPILE_MODE='fast' is not one of", id="mode"),
+        pytest.param({**BASE, envvars.PRECISION: "fp8"}, "STATICTRAIN_PRECISION='fp8' is not one of", id="precision"),
+        pytest.param({**BASE, envvars.MAX_STEPS: "ten"}, "STATICTRAIN_MAX_STEPS='ten' is not an integer", id="int"),
+        pytest.param({**BASE, envvars.MAX_STEPS: "0"}, "STATICTRAIN_MAX_STEPS=0 must be >= 1", id="min"),
+        pytest.param({**BASE, envvars.COMPILE_FULLGRAPH: "maybe"}, "is not a boolean", id="bool"),
+        pytest.param({**BASE, envvars.AUTOTUNE_BUDGET_S: "nan"}, "must be a finite number", id="nan"),
+        pytest.param({**BASE, envvars.WORLD_SIZE: "2", "RANK": "2"}, "RANK=2 must be < WORLD_SIZE=2", id="rank"),
+    ],
+)
+def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
+    with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        settings_from_env(env)

@@ -1,0 +1,153 @@
+"""Training on CPU: eager and compiled losses fall, 2-rank DDP matches 1 rank, the compile cache is found."""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+import torch
+
+from statictrain import channel, envvars
+from statictrain_trainer import checkpoint
+from statictrain_trainer.distributed import DistContext, pick_device
+from statictrain_trainer.examples import tiny
+from statictrain_trainer.exitcodes import ExitCode
+from statictrain_trainer.loop import Trainer
+from statictrain_trainer.settings import settings_from_env
+
+from .conftest import RunEnv, read_raw, read_records, run_trainer
+
+CPU = DistContext(rank=0, local_rank=0, world_size=1, device=pick_device(0))
+
+
+def _settings(tmp_path: Path, **env: str) -> object:
+    base = {
+        envvars.ENTRYPOINT: "statictrain_trainer.examples.tiny:build",
+        envvars.COMPILE_MODE: "none",
+        envvars.PRECISION: "fp32",
+        envvars.CHECKPOINT_DIR: str(tmp_path / "ckpt"),
+    }
+    return settings_from_env({**base, **env})
+
+
+def _falls(losses: list[float]) -> bool:
+    return statistics.mean(losses[-5:]) < 0.5 * statistics.mean(losses[:3])
+
+
+def test_eager_loss_falls(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, **{envvars.MAX_STEPS: "60"})
+    result = Trainer(settings, tiny.build(), CPU).run()  # type: ignore[arg-type]
+    assert result.end_step == 60 and result.stopped_by == "max_steps"
+    assert _falls(result.losses), result.losses
+
+
+def test_grad_accumulation_matches_a_larger_batch(tmp_path: Path) -> None:
+    acc = _settings(tmp_path / "a", **{envvars.MAX_STEPS: "5", envvars.GRAD_ACCUM_STEPS: "2"})
+    big = _settings(tmp_path / "b", **{envvars.MAX_STEPS: "5", envvars.BATCH_SIZE: "16"})
+    torch.manual_seed(0)
+    a = Trainer(acc, tiny.build(), CPU).run()  # type: ignore[arg-type]
+    torch.manual_seed(0)
+    b = Trainer(big, tiny.build(), CPU).run()  # type: ignore[arg-type]
+    assert a.losses == pytest.approx(b.losses, rel=1e-5)
+
+
+def test_max_tokens_and_resume_skip_a_truncated_checkpoint(tmp_path: Path) -> None:
+    first = Trainer(_settings(tmp_path, **{envvars.MAX_STEPS: "10", envvars.CHECKPOINT_EVERY: "5"}), tiny.build(), CPU)  # type: ignore[arg-type]
+    first.run()
+    ckpt = tmp_path / "ckpt"
+    assert checkpoint.list_steps(ckpt) == [10, 5]
+    newest = checkpoint.checkpoint_path(ckpt, 10)
+    newest.write_bytes(newest.read_bytes()[:100])
+    resumed = Trainer(_settings(tmp_path, **{envvars.MAX_STEPS: "12"}), tiny.build(), CPU)  # type: ignore[arg-type]
+    assert resumed.start_step == 5
+    result = resumed.run()
+    assert (result.start_step, result.end_step) == (5, 12)
+
+
+def test_two_rank_ddp_matches_one_rank_with_double_batch(trainer_env: RunEnv, tmp_path: Path) -> None:
+    steps = "6"
+    one = trainer_env(**{envvars.BATCH_SIZE: "8", envvars.MAX_STEPS: steps, envvars.STATS_DIR: str(tmp_path / "s1")})
+    done = run_trainer(one)
+    assert done.returncode == ExitCode.OK, done.stderr[-2000:]
+    two = trainer_env(
+        **{
+            envvars.BATCH_SIZE: "4",
+            envvars.MAX_STEPS: steps,
+            envvars.STATS_DIR: str(tmp_path / "s2"),
+            envvars.CHECKPOINT_DIR: str(tmp_path / "ckpt2"),
+        }
+    )
+    torchrun = Path(sys.executable).with_name("torchrun")
+    ddp = subprocess.run(
+        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "statictrain_trainer.main"],
+        env=two,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert ddp.returncode == 0, ddp.stderr[-3000:]
+    r1, r2 = read_records(tmp_path / "s1"), read_records(tmp_path / "s2")
+    assert [r.world_size for r in r2] == [2] * 6
+    assert [r.samples for r in r1] == [r.samples for r in r2] == [8] * 6
+    assert [r.loss for r in r2] == pytest.approx([r.loss for r in r1], rel=1e-5)
+    assert r1[-1].loss < r1[0].loss
+
+
+@pytest.fixture(scope="module")
+def compiled_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Two fresh processes compile the same tiny model with one shared cache (each its own inductor dir)."""
+    root = tmp_path_factory.mktemp("compiled")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STATICTRAIN_")}
+    env.update(
+        {
+            envvars.ENTRYPOINT: "statictrain_trainer.examples.tiny:build",
+            envvars.COMPILE_MODE: "default",
+            envvars.PRECISION: "fp32",
+            envvars.MAX_STEPS: "40",
+            envvars.COMPILE_CACHE_DIR: str(root / "cache"),
+            envvars.PEAK_TFLOPS: "1",
+            "OMP_NUM_THREADS": "1",
+        }
+    )
+    for name in ("first", "second"):
+        run = {
+            **env,
+            envvars.STATS_DIR: str(root / name),
+            "TORCHINDUCTOR_CACHE_DIR": str(root / f"inductor-{name}"),
+        }
+        done = run_trainer(run)
+        assert done.returncode == ExitCode.OK, done.stderr[-3000:]
+    return root / "first", root / "second", root / "cache"
+
+
+def test_compiled_loss_falls(compiled_runs: tuple[Path, Path, Path]) -> None:
+    records = read_records(compiled_runs[0])
+    assert _falls([r.loss for r in records])
+    assert records[0].compile_seconds > 0
+
+
+def test_channel_carries_the_documented_fields(compiled_runs: tuple[Path, Path, Path]) -> None:
+    raw = read_raw(compiled_runs[0])
+    documented = {f.name for f in fields(channel.StepRecord)}
+    assert all(set(r) == documented for r in raw)
+    records = read_records(compiled_runs[0])
+    assert [r.step for r in records] == list(range(1, 41))
+    for r in records:
+        assert r.v == channel.SCHEMA_VERSION
+        assert r.step_seconds > 0 and r.samples == 8 and r.tokens == 0
+        assert math.isfinite(r.loss) and r.graph_breaks == 0 and r.recompiles == 0
+        assert 0 < r.mfu < 1 and r.world_size == 1 and r.time > 0
+
+
+def test_second_process_finds_the_compile_cache(compiled_runs: tuple[Path, Path, Path]) -> None:
+    first, second, cache = compiled_runs
+    assert not any(r.cache_hit for r in read_records(first))
+    assert all(r.cache_hit for r in read_records(second))
+    assert list(cache.glob("*/*.bin"))
