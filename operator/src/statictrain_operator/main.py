@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import kopf
 from statictrain import labels
 
-from . import runtime, settings
+from . import essence, runtime, settings
 from .kube import clients, heartbeat
 
 
@@ -45,7 +45,7 @@ def kopf_settings(s: settings.Settings) -> kopf.OperatorSettings:
     """kopf's settings for statictrain: progress in annotations, server-side filtered watches."""
     ks = kopf.OperatorSettings()
     ks.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=labels.GROUP)
-    ks.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+    ks.persistence.diffbase_storage = essence.TrimmedDiffBaseStorage(
         prefix=labels.GROUP, key="last-handled-configuration"
     )
     ks.posting.level = logging.WARNING
