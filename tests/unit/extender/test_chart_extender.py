@@ -28,7 +28,7 @@ pytestmark = pytest.mark.skipif(HELM is None, reason="helm is not built yet (mak
 
 
 def render(*sets: str, templates: tuple[str, ...] = TEMPLATES) -> list[dict[str, Any]]:
-    args = [str(HELM), "template", "st", str(CHART), "--namespace", "ops"]
+    args = [str(HELM), "template", "st", str(CHART), "--namespace", "ops", "--kube-version", "1.34.4"]
     for template in templates:
         args += ["--show-only", f"templates/extender/{template}"]
     for value in sets:
@@ -80,7 +80,8 @@ def test_tls_switches_to_https_with_ca() -> None:
 
 
 def test_scheduler_can_be_left_to_the_cluster() -> None:
-    args = [str(HELM), "template", "st", str(CHART), "--show-only", "templates/extender/scheduler.yaml"]
+    args = [str(HELM), "template", "st", str(CHART), "--kube-version", "1.34.4"]
+    args += ["--show-only", "templates/extender/scheduler.yaml"]
     out = subprocess.run(
         [*args, "--set", "extender.scheduler.enabled=false"], capture_output=True, text=True, check=False
     )
