@@ -167,11 +167,15 @@ class SyntheticApi:
     def list_jobs(self) -> list[dict[str, Any]]:
         return list(self.jobs.values())
 
-    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> bool:
+        if (namespace, name) not in self.jobs:
+            return False
         self.jobs[(namespace, name)]["status"].update(status)
+        return True
 
-    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
         self.jobs[(namespace, name)]["spec"].update(patch.get("spec", {}))
+        return True
 
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
         return None
@@ -280,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         prom.terminate()
         prom.wait(timeout=30)
         server.shutdown()
+        server.server_close()
         shutil.rmtree(workdir, ignore_errors=True)
 
     prom_version = subprocess.run([args.prometheus, "--version"], capture_output=True, text=True, check=False)

@@ -87,6 +87,7 @@ def runtime(cluster: LocalCluster) -> Iterator[tuple[CostRuntime, str]]:
     finally:
         cluster.remove_scrape_target(job)
         server.shutdown()
+        server.server_close()
 
 
 def stj(name: str, ns: str, commit: str, budget: dict[str, str] | None = None) -> str:
@@ -227,6 +228,7 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
     finally:
         cluster.remove_scrape_target(target)
         server.shutdown()
+        server.server_close()
 
 
 def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(

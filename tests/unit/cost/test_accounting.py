@@ -88,13 +88,17 @@ class MemoryKube:
     def list_jobs(self) -> list[dict[str, Any]]:
         return list(self.jobs.values())
 
-    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> bool:
+        if (namespace, name) not in self.jobs:
+            return False
         self.jobs[(namespace, name)]["status"].update(status)
+        return True
 
-    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
+    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
         j = self.jobs[(namespace, name)]
         j["spec"].update(patch.get("spec", {}))
         j["metadata"]["annotations"].update(patch.get("metadata", {}).get("annotations", {}))
+        return True
 
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
         self.events.append((job["metadata"]["name"], reason))
@@ -227,3 +231,16 @@ def test_pods_of_a_deleted_job_still_count_in_metrics() -> None:
         or 0
     )
     assert a + b + idle == pytest.approx(node)
+
+
+def test_job_deleted_between_list_and_patch_does_not_stop_the_run() -> None:
+    acc, kube, _, reg = make(SeriesProm())
+    listed = kube.list_jobs()
+    kube.list_jobs = lambda: listed  # type: ignore[method-assign]
+    del kube.jobs[("ns", "a")]  # gone after the list
+    r = acc.run_once()
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
+    a = reg.get_sample_value(
+        "statictrain_job_cost_usd_total", {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+    )
+    assert a == pytest.approx(0.15) and r.job_costs[("ns", "a")].usd == Decimal("0.15")

@@ -44,8 +44,12 @@ class CostKube(Protocol):
     def list_nodes(self) -> list[dict[str, Any]]: ...
     def list_worker_pods(self) -> list[dict[str, Any]]: ...
     def list_jobs(self) -> list[dict[str, Any]]: ...
-    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None: ...
-    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None: ...
+    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> bool:
+        """False when the job no longer exists."""
+
+    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        """False when the job no longer exists."""
+
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None: ...
 
 
@@ -169,7 +173,8 @@ class Accountant:
         if inc is not None:
             result.job_costs[key] = inc
         new_cost = accumulate(prev, inc, now=now, progress=status.get("progress"))
-        self.kube.patch_job_status(key[0], key[1], {"cost": new_cost})
+        if not self.kube.patch_job_status(key[0], key[1], {"cost": new_cost}):
+            return  # deleted since it was listed: its cost stays in the metrics, no budget to enforce
         labels_v = (key[1], key[0], inc.commit if inc else "", inc.team if inc else "")
         limit = ((job.get("spec") or {}).get("budget") or {}).get("limitUSD")
         budget_f: float | None = None
@@ -192,8 +197,8 @@ class Accountant:
             patch["metadata"] = {"annotations": dict(d.annotations)}
         if d.spec_patch:
             patch["spec"] = dict(d.spec_patch)
-        if patch:
-            self.kube.patch_job(ns, name, patch)
+        if patch and not self.kube.patch_job(ns, name, patch):
+            return
         event_type = "Normal" if d.action == "rearm" else "Warning"
         self.kube.emit_event(job, d.reason, d.message, event_type)
         if d.condition is not None:

@@ -56,17 +56,39 @@ def list_jobs(custom: client.CustomObjectsApi, namespace: str | None = None) -> 
 
 def patch_job_status(
     custom: client.CustomObjectsApi, namespace: str, name: str, status: Mapping[str, Any]
-) -> None:
-    """Merge-patch the status subresource of a StaticTrainingJob."""
-    custom.patch_namespaced_custom_object_status(
-        labels.GROUP, labels.VERSION, namespace, labels.PLURAL, name, {"status": dict(status)}
+) -> bool:
+    """Merge-patch the status subresource of a StaticTrainingJob; False when the job is gone."""
+    return _unless_gone(
+        custom.patch_namespaced_custom_object_status,
+        labels.GROUP,
+        labels.VERSION,
+        namespace,
+        labels.PLURAL,
+        name,
+        {"status": dict(status)},
     )
 
 
-def patch_job(custom: client.CustomObjectsApi, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-    """Merge-patch a StaticTrainingJob (spec or metadata)."""
-    custom.patch_namespaced_custom_object(
-        labels.GROUP, labels.VERSION, namespace, labels.PLURAL, name, dict(patch)
+def _unless_gone(call: Any, *args: Any) -> bool:
+    try:
+        call(*args)
+    except client.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
+
+
+def patch_job(custom: client.CustomObjectsApi, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+    """Merge-patch a StaticTrainingJob (spec or metadata); False when the job is gone."""
+    return _unless_gone(
+        custom.patch_namespaced_custom_object,
+        labels.GROUP,
+        labels.VERSION,
+        namespace,
+        labels.PLURAL,
+        name,
+        dict(patch),
     )
 
 
@@ -120,11 +142,11 @@ class KubeCostClient:
     def list_jobs(self) -> list[dict[str, Any]]:
         return list_jobs(self.custom)
 
-    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-        patch_job_status(self.custom, namespace, name, status)
+    def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> bool:
+        return patch_job_status(self.custom, namespace, name, status)
 
-    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> None:
-        patch_job(self.custom, namespace, name, patch)
+    def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
+        return patch_job(self.custom, namespace, name, patch)
 
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
         emit_job_event(
