@@ -53,6 +53,7 @@ def sidecars(cluster: Any) -> Iterator[None]:
     cluster.remove_scrape_target("extender-test-sidecars")
     stop.set()
     server.shutdown()
+    server.server_close()
     thread.join(5)
 
 
