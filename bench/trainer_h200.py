@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-
 from statictrain import envvars
 from statictrain_trainer.autotune import Autotuner, Candidate, subprocess_runner
 
@@ -80,8 +79,9 @@ def trial(
     data: dict[str, Any] = json.loads(result.read_text())
     data["process_wall_seconds"] = wall
     print(
-        f"{name:24s} mode={data['compile_mode']:26s} batch={data['batch_size']:4d} world={data['world_size']} "
-        f"tok/s={data['tokens_per_s']:,.0f} mfu={data['mfu']:.3f} first_step={data['first_step_seconds']:.2f}s "
+        f"{name:24s} mode={data['compile_mode']:26s} batch={data['batch_size']:4d} "
+        f"world={data['world_size']} tok/s={data['tokens_per_s']:,.0f} mfu={data['mfu']:.3f} "
+        f"first_step={data['first_step_seconds']:.2f}s "
         f"to_first_step={data['time_to_first_step_seconds']:.2f}s cache_hit={data['cache_hit']} "
         f"peak_mem={data['peak_memory_bytes'] / 2**30:.1f}GiB",
         flush=True,
@@ -95,9 +95,21 @@ def slim(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def shared_cache(work: Path) -> Path:
+    """One compile cache for all phases: the single phase's cold run fills it first, later
+    phases (the tuner's trials, the 1-GPU DDP baseline) find what earlier ones saved."""
+    return work / "shared-compile-cache"
+
+
 def phase_single(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
-    cache = work / "shared-compile-cache"
-    eager_env = {**base_env(args, work, "eager"), envvars.COMPILE_MODE: "none", envvars.BATCH_SIZE: str(args.batch)}
+    cache = shared_cache(work)
+    if cache.exists() and any(cache.iterdir()):
+        raise SystemExit(f"{cache} is not empty: the cold run would not be cold")
+    eager_env = {
+        **base_env(args, work, "eager"),
+        envvars.COMPILE_MODE: "none",
+        envvars.BATCH_SIZE: str(args.batch),
+    }
     eager = trial(args, eager_env, work, "eager")
     cold_env = {
         **base_env(args, work, "cold"),
@@ -131,6 +143,7 @@ def phase_ddp(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None
         envvars.COMPILE_MODE: "default",
         envvars.BATCH_SIZE: str(args.ddp_batch),
         envvars.BUCKET_CAP_MB: str(args.bucket_cap_mb),
+        envvars.COMPILE_CACHE_DIR: str(shared_cache(work)),
     }
     one = trial(args, env, work, "ddp_1gpu")
     two = trial(args, env, work, "ddp_2gpu", nproc=2)
@@ -143,12 +156,17 @@ def phase_ddp(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None
 
 
 def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
-    env = {**base_env(args, work, "autotune"), envvars.COMPILE_CACHE_DIR: str(work / "autotune-cache")}
+    env = {**base_env(args, work, "autotune"), envvars.COMPILE_CACHE_DIR: str(shared_cache(work))}
+    budget = args.autotune_budget
+    if args.deadline_s:
+        budget = min(budget, args.deadline_s - (time.perf_counter() - args.started) - 15)
+    if budget <= 0:
+        raise SystemExit(f"no time left for autotune before the {args.deadline_s} s deadline")
     runner = subprocess_runner(env, 0, time.perf_counter, steps=args.steps, warmup=args.warmup)
     tuner = Autotuner(
         Candidate("default", args.batch),
         max_batch=args.max_batch,
-        budget_s=args.autotune_budget,
+        budget_s=budget,
         runner=runner,
         clock=time.perf_counter,
         gpu=torch.cuda.is_available(),
@@ -160,12 +178,14 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
     for o in report.outcomes:
         print(f"  {o.candidate.label:34s} ok={o.ok} tok/s={o.tokens_per_s:,.0f} mfu={o.mfu:.3f} "
               f"{o.seconds:.0f}s {o.error}", flush=True)  # fmt: skip
-    chosen = next(o for o in report.outcomes if o.ok and o.candidate == report.chosen) if any(
-        o.ok for o in report.outcomes
-    ) else None
+    chosen = (
+        next(o for o in report.outcomes if o.ok and o.candidate == report.chosen)
+        if any(o.ok for o in report.outcomes)
+        else None
+    )
     out["autotuned_choice"] = report.chosen.label
     out["autotune_reason"] = report.reason
-    out["autotune_budget_s"] = args.autotune_budget
+    out["autotune_budget_s"] = budget
     out["autotune_seconds"] = spent
     out["autotune_outcomes"] = report.to_json()["outcomes"]
     if chosen is not None:
@@ -185,7 +205,7 @@ def machine() -> dict[str, Any]:
     }
     try:
         smi = subprocess.run(
-            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv,noheader"],
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm", "--format=csv"],
             capture_output=True, text=True, check=False, timeout=30,
         )  # fmt: skip
         info["nvidia_smi"] = smi.stdout.strip().splitlines()
@@ -200,17 +220,21 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True, help="JSON to merge results into")
     p.add_argument("--entrypoint", default="statictrain_trainer.examples.gpt2:build")
     p.add_argument("--precision", default="bf16")
-    p.add_argument("--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start")
+    p.add_argument(
+        "--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start"
+    )
     p.add_argument("--ddp-batch", type=int, default=32)
     p.add_argument("--bucket-cap-mb", type=int, default=25)
     p.add_argument("--max-batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--warmup", type=int, default=8)
     p.add_argument("--autotune-budget", type=float, default=300.0)
+    p.add_argument("--deadline-s", type=float, default=0.0, help="shrink the tuner's budget to end by then")
     p.add_argument("--peak-tflops", type=float, default=0.0, help="override (CPU dry runs)")
     p.add_argument("--master-port", type=int, default=29517)
     p.add_argument("--workdir", type=Path, default=None, help="keep trial logs here (default: a temp dir)")
     args = p.parse_args()
+    args.started = time.perf_counter()
     out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
     work = args.workdir or Path(tempfile.mkdtemp(prefix="trainer-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -236,7 +260,9 @@ def main() -> int:
         "autotuned_choice", "first_step_cold_s", "first_step_warm_s", "warm_over_cold",
         "ddp2_scaling_efficiency", "torch", "gpu",
     )}  # fmt: skip
-    print(json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
+    print(
+        json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v)
+    )
     return 0
 
 

@@ -16,6 +16,7 @@ import json
 import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -225,18 +226,27 @@ def subprocess_runner(
                 "--result", str(result_path), "--steps", str(steps), "--warmup", str(warmup),
             ]  # fmt: skip
             t0 = clock()
-            try:
-                proc = subprocess.run(
-                    cmd, env=child_env, capture_output=True, text=True, timeout=timeout_s, check=False
-                )
-            except subprocess.TimeoutExpired:
-                return Outcome(
-                    candidate, ok=False, seconds=clock() - t0, error=f"timed out after {timeout_s:.0f} s"
-                )
+            # Own process group, so a timeout also ends the trial's compile workers.
+            with subprocess.Popen(
+                cmd,
+                env=child_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            ) as proc:
+                try:
+                    _stdout, stderr = proc.communicate(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.communicate()
+                    return Outcome(
+                        candidate, ok=False, seconds=clock() - t0, error=f"timed out after {timeout_s:.0f} s"
+                    )
             seconds = clock() - t0
             if proc.returncode != 0 or not result_path.is_file():
-                error = _error_from_stderr(proc.stderr, proc.returncode)
-                if "out of memory" in proc.stderr.lower() or "OutOfMemoryError" in proc.stderr:
+                error = _error_from_stderr(stderr, proc.returncode)
+                if "out of memory" in stderr.lower() or "OutOfMemoryError" in stderr:
                     error = "out of memory"
                 return Outcome(candidate, ok=False, seconds=seconds, error=error)
             data = json.loads(result_path.read_text())
