@@ -104,6 +104,7 @@ class Operator:
         self.settings = settings
         self.health_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log: Any = None
         self.starts = 0
 
     def env(self) -> dict[str, str]:
@@ -114,6 +115,8 @@ class Operator:
             "heartbeat_namespace": self.namespace,
             "heartbeat_s": 1.0,
             "requeue_s": 0.5,
+            # the operator core alone; cost and anomaly have their own integration tests
+            "parts": "",
             **self.settings,
         }
         for key, value in values.items():
@@ -126,7 +129,7 @@ class Operator:
         exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
         assert exe, "statictrain-operator is not installed in this environment"
         self.starts += 1
-        log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
+        self.log = log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
         self.proc = subprocess.Popen(
             [
                 exe,
@@ -146,6 +149,7 @@ class Operator:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(30)
         self.proc = None
+        self.log.close()
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -156,6 +160,7 @@ class Operator:
                 self.proc.kill()
                 self.proc.wait(30)
             self.proc = None
+            self.log.close()
 
     def logs(self) -> str:
         return "\n".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("operator-*.log")))

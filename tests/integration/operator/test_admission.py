@@ -53,7 +53,7 @@ DIGEST = "a" * 64
             id="malformed-entrypoint",
         ),
         pytest.param(
-            stj("money", budget={"limitUSD": "1.5e3"}),
+            stj("money", budget={"limitUSD": "1,500"}),
             "spec.budget.limitUSD in body should match",
             id="money-not-decimal",
         ),
