@@ -1,0 +1,357 @@
+"""One evaluation of one job: fetch series, judge them, decide, act, report.
+
+I/O goes through two injected interfaces (``PromReader`` for Prometheus,
+``JobApi`` for the Kubernetes API) and a clock, so unit tests pass fakes and
+the handlers pass the real clients. The order of writes makes an operator
+restart safe: the intent is recorded on the job before the action, and marked
+done after it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from statictrain_operator.anomaly import findings as fnd
+from statictrain_operator.anomaly import history as hist
+from statictrain_operator.anomaly.detector import (
+    Assessment,
+    Method,
+    Severity,
+    append_bounded,
+    as_status_item,
+    assess,
+    commit_regression,
+)
+from statictrain_operator.anomaly.exported import AnomalyMetrics
+from statictrain_operator.anomaly.queries import commit_query, job_queries
+from statictrain_operator.anomaly.remediation import (
+    SETTINGS_FIELDS,
+    Decision,
+    FindingKind,
+    History,
+    Intent,
+    JobView,
+    Mode,
+    decide,
+)
+from statictrain_operator.anomaly.settings import AnomalySettings
+from statictrain_operator.cost.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
+
+log = logging.getLogger(__name__)
+
+CONDITION_TYPE = "Remediation"
+"""Condition type written on the job (needs to be in the CRD's condition type enum)."""
+MAX_ANOMALIES = 20
+
+
+class JobApi(Protocol):
+    """What the evaluation needs from the Kubernetes API."""
+
+    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def set_history(self, namespace: str, name: str, value: str) -> None: ...
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None: ...
+
+    def apply(self, namespace: str, name: str, intent: Intent) -> int | None: ...
+
+    def event(
+        self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime
+    ) -> None: ...
+
+
+@dataclass
+class Outcome:
+    """What one evaluation did (for logs and tests)."""
+
+    decision: Decision | None = None
+    applied: list[str] = field(default_factory=list)
+    new_anomalies: list[str] = field(default_factory=list)
+    data_problem: str | None = None
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, tz=UTC)
+
+
+def current_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec fields RevertSettings restores."""
+    return {k: spec[k] for k in SETTINGS_FIELDS if k in spec}
+
+
+def set_condition(
+    conditions: list[dict[str, Any]], new: dict[str, Any], now: datetime
+) -> list[dict[str, Any]]:
+    """Conditions with ``new`` in place of its type (lastTransitionTime moves only on a status change)."""
+    out = [c for c in conditions if c.get("type") != new["type"]]
+    old = next((c for c in conditions if c.get("type") == new["type"]), None)
+    changed = old is None or old.get("status") != new["status"]
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ") if changed else old.get("lastTransitionTime")  # type: ignore[union-attr]
+    out.append({**new, "lastTransitionTime": stamp})
+    return out
+
+
+class Evaluator:
+    """Evaluates jobs; one per operator, shared by all jobs' timers."""
+
+    def __init__(
+        self,
+        settings: AnomalySettings,
+        prom: PromReader,
+        api: JobApi,
+        metrics: AnomalyMetrics,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.s, self.prom, self.api, self.metrics, self.clock = settings, prom, api, metrics, clock
+
+    def fetch(
+        self, name: str, namespace: str, now: datetime
+    ) -> tuple[
+        dict[str, tuple[list[datetime], list[float]]], dict[str, tuple[list[str], list[float]]], str | None
+    ]:
+        """Series by name, step time labelled by commit, and why the data cannot be trusted (or None)."""
+        end = now.timestamp()
+        start = end - self.s.lookback_s
+        out: dict[str, tuple[list[datetime], list[float]]] = {}
+        try:
+            for series, query in job_queries(name, namespace, self.s.rate_window_s).items():
+                res = self.prom.query_range(query, start, end, self.s.step_s)
+                samples = res[0].samples if res else ()
+                out[series] = ([_utc(p.t) for p in samples], [p.v for p in samples])
+            commit_points: list[tuple[float, str, float]] = []
+            for s in self.prom.query_range(
+                commit_query(name, namespace, self.s.rate_window_s), start, end, self.s.step_s
+            ):
+                commit_points.extend((p.t, s.labels.get("commit", ""), p.v) for p in s.samples)
+        except (PrometheusUnavailableError, PrometheusQueryError) as exc:
+            return {}, {}, f"Prometheus query failed: {exc}"
+        commit_points.sort()
+        by_commit = {"step": ([c for _, c, _ in commit_points], [v for _, _, v in commit_points])}
+        step_t = out.get(fnd.STEP_SECONDS, ([], []))[0]
+        if not step_t:
+            return (
+                out,
+                by_commit,
+                (
+                    f"no {fnd.STEP_SECONDS} samples for job {name!r} in namespace {namespace!r} "
+                    f"over the last {self.s.lookback_s:g} s: is the sidecar scraped?"
+                ),
+            )
+        age = now - step_t[-1]
+        if age > timedelta(seconds=max(3 * self.s.step_s, 3 * self.s.rate_window_s)):
+            return (
+                out,
+                by_commit,
+                (
+                    f"the newest {fnd.STEP_SECONDS} sample is {age.total_seconds():.0f} s old: "
+                    "scrapes have stopped"
+                ),
+            )
+        return out, by_commit, None
+
+    def evaluate(self, job: Mapping[str, Any]) -> Outcome:
+        """Evaluate one job (a StaticTrainingJob body) and apply the outcome."""
+        now = self.clock()
+        meta, spec = job["metadata"], job.get("spec", {})
+        status = job.get("status") or {}
+        name, ns = meta["name"], meta["namespace"]
+        mode = Mode(spec.get("remediation", {}).get("mode", "Recommend"))
+        outcome = Outcome()
+        if mode is Mode.OFF:
+            self._write_condition(
+                job=job,
+                status=status,
+                cstatus="False",
+                reason="RemediationOff",
+                message="spec.remediation.mode is Off",
+                now=now,
+            )
+            return outcome
+        try:
+            record = hist.loads((meta.get("annotations") or {}).get(hist.ANNOTATION))
+            history_problem = None
+        except ValueError as exc:
+            record, history_problem = hist.Record(History()), str(exc)
+        series, by_commit, problem = self.fetch(name, ns, now)
+        problem = problem or history_problem
+        outcome.data_problem = problem
+        assessments: dict[str, Assessment] = {}
+        if problem is None:
+            for sname, (ts, ys) in series.items():
+                if sname == fnd.SECONDS_SINCE_LAST_STEP or not ys:
+                    continue
+                a = assess(sname, ts, ys, self.s.detector())
+                assessments[sname] = a
+                self.metrics.score.labels(name, ns, sname, a.method.value).set(a.score)
+        commits, steps = by_commit.get("step", ([], []))
+        regression = commit_regression(commits, steps, higher_is_worse=True) if problem is None else None
+        since_last = series.get(fnd.SECONDS_SINCE_LAST_STEP, ([], []))[1]
+        found = (
+            fnd.classify(
+                assessments,
+                now=now,
+                commit=regression,
+                seconds_since_last_step=since_last[-1] if since_last else None,
+                cost_usd=(status.get("cost") or {}).get("usd"),
+                budget_usd=(spec.get("budget") or {}).get("limitUSD"),
+                settings=self.s.findings(),
+            )
+            if problem is None
+            else []
+        )
+        step = assessments.get(fnd.STEP_SECONDS)
+        healthy = (
+            step is not None
+            and step.method is not Method.INSUFFICIENT
+            and not any(f.kind is FindingKind.THROUGHPUT_REGRESSION for f in found)
+        )
+        record = hist.track_good_settings(record, current_settings(spec), healthy, now, self.s.good_settle)
+        view = JobView(int(meta.get("generation", 0)), spec)
+        decision = decide(
+            mode=mode,
+            now=now,
+            findings=found,
+            data_problem=problem,
+            job=view,
+            history=record.history,
+            settings=self.s.policy(),
+        )
+        outcome.decision = decision
+        remediation_status: dict[str, Any] = {}
+        action_text = ""
+        todo = decision.complete or decision.apply
+        if todo is not None:
+            if decision.apply is not None:
+                record = hist.with_intent(record, todo)  # intent first, so a restart completes it
+                self.api.set_history(ns, name, hist.dumps(record))
+            gen_after = self.api.apply(ns, name, todo)
+            record = hist.with_intent(record, replace(todo, done=True, generation_after=gen_after))
+            self.api.set_history(ns, name, hist.dumps(record))
+            self.api.event(
+                job, reason=f"Remediation{todo.action.value}", message=todo.reason, warning=True, now=now
+            )
+            self.metrics.remediations.labels(name, ns, todo.action.value, mode.value).inc()
+            outcome.applied.append(todo.action.value)
+            action_text = todo.action.value
+            remediation_status = {
+                "lastActionTime": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "lastAction": todo.action.value,
+                "lastReason": todo.reason[:1024],
+            }
+        else:
+            if decision.recommend is not None and decision.recommend.id not in record.recommended:
+                rec = decision.recommend
+                self.api.event(
+                    job,
+                    reason=f"RemediationRecommended{rec.action.value}",
+                    message=f"would {rec.action.value} in Auto mode: {rec.reason}",
+                    warning=True,
+                    now=now,
+                )
+                self.metrics.remediations.labels(name, ns, rec.action.value, mode.value).inc()
+                record = hist.with_recommended(record, rec.id)
+                action_text = f"recommend {rec.action.value}"
+            new_text = hist.dumps(record)
+            if new_text != (meta.get("annotations") or {}).get(hist.ANNOTATION):
+                self.api.set_history(ns, name, new_text)
+        self._report_anomalies(
+            job=job,
+            status=status,
+            assessments=assessments,
+            action=action_text,
+            remediation=remediation_status,
+            now=now,
+            outcome=outcome,
+        )
+        self._write_condition(
+            job=job,
+            status=status,
+            cstatus=decision.condition_status,
+            reason=decision.reason,
+            message=decision.message,
+            now=now,
+        )
+        return outcome
+
+    def _report_anomalies(
+        self,
+        *,
+        job: Mapping[str, Any],
+        status: Mapping[str, Any],
+        assessments: Mapping[str, Assessment],
+        action: str,
+        remediation: Mapping[str, Any],
+        now: datetime,
+        outcome: Outcome,
+    ) -> None:
+        meta = job["metadata"]
+        existing = list(status.get("anomalies") or [])
+        seen = {(a.get("metric"), a.get("time")) for a in existing}
+        items = []
+        for a in assessments.values():
+            if a.severity is None or a.since is None:
+                continue
+            item = as_status_item(a, a.since, action)
+            items.append(item)
+            if (item["metric"], item["time"]) not in seen:
+                outcome.new_anomalies.append(a.series)
+                self.metrics.anomalies.labels(
+                    meta["name"], meta["namespace"], a.series, a.severity.value
+                ).inc()
+                self.api.event(
+                    job,
+                    reason="AnomalyDetected",
+                    message=a.message,
+                    warning=a.severity is not Severity.INFO,
+                    now=now,
+                )
+        patch: dict[str, Any] = {}
+        if items:
+            patch["anomalies"] = append_bounded(existing, items, MAX_ANOMALIES)
+        if remediation:
+            patch["remediation"] = dict(remediation)
+        if patch:
+            self.api.patch_status(meta["namespace"], meta["name"], patch)
+
+    def _write_condition(
+        self,
+        *,
+        job: Mapping[str, Any],
+        status: Mapping[str, Any],
+        cstatus: str,
+        reason: str,
+        message: str,
+        now: datetime,
+    ) -> None:
+        meta = job["metadata"]
+        conditions = list(status.get("conditions") or [])
+        old = next((c for c in conditions if c.get("type") == CONDITION_TYPE), None)
+        if old is not None and (old.get("status"), old.get("reason"), old.get("message")) == (
+            cstatus,
+            reason,
+            message,
+        ):
+            return
+        new = {
+            "type": CONDITION_TYPE,
+            "status": cstatus,
+            "reason": reason,
+            "message": message[:32768],
+            "observedGeneration": int(meta.get("generation", 0)),
+        }
+        try:
+            self.api.patch_status(
+                meta["namespace"], meta["name"], {"conditions": set_condition(conditions, new, now)}
+            )
+        except Exception as exc:  # the CRD may not list the condition type yet: say so, keep going
+            log.warning(
+                "could not write the %s condition on %s/%s: %s",
+                CONDITION_TYPE,
+                meta["namespace"],
+                meta["name"],
+                exc,
+            )

@@ -1,0 +1,30 @@
+"""The anomaly loop's own Prometheus metrics (names from statictrain.metrics)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+from statictrain import metrics
+
+
+class AnomalyMetrics:
+    """Score gauges and finding/action counters, registered in the given registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.score = Gauge(
+            metrics.ANOMALY_SCORE,
+            "Latest anomaly score (0..1) of a job's series",
+            ["job_name", "namespace", "series", "method"],
+            registry=registry,
+        )
+        self.anomalies = Counter(
+            metrics.ANOMALIES_TOTAL,
+            "Anomaly episodes found",
+            ["job_name", "namespace", "series", "severity"],
+            registry=registry,
+        )
+        self.remediations = Counter(
+            metrics.REMEDIATIONS_TOTAL,
+            "Remediation actions applied or recommended",
+            ["job_name", "namespace", "action", "mode"],
+            registry=registry,
+        )

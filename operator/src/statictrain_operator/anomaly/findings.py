@@ -1,0 +1,115 @@
+"""From judged series to findings the remediation policy acts on. Pure.
+
+| finding | evidence |
+|---|---|
+| ThroughputRegression | step time anomalously high or tokens/s anomalously low (severity >= Warning), |
+|   | or the current commit worse than the previous one |
+| IdleGPU | mean GPU utilisation of the recent records below ``idle_utilization`` |
+| Stalled | no training step for ``max(stall_min_s, stall_factor x expected step time)`` |
+| OverBudget | status.cost.usd >= spec.budget.limitUSD (decimal strings, compared exactly) |
+| CostSpike | cost rate anomalously high (reported, no action) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+
+from statictrain_operator.anomaly.detector import Assessment, CommitRegression, Method, Severity
+from statictrain_operator.anomaly.remediation import Finding, FindingKind
+
+STEP_SECONDS = "step_seconds"
+TOKENS_PER_SECOND = "tokens_per_second"
+GPU_UTILIZATION = "gpu_utilization"
+COST_USD_PER_HOUR = "cost_usd_per_hour"
+USD_PER_1M_TOKENS = "usd_per_1m_tokens"
+SECONDS_SINCE_LAST_STEP = "seconds_since_last_step"
+
+
+@dataclass(frozen=True)
+class FindingSettings:
+    """Thresholds that turn judged series into findings."""
+
+    idle_utilization: float = 0.05
+    """GPU utilisation (0..1) below which GPUs count as idle."""
+    stall_min_s: float = 300.0
+    """Shortest time without a step that counts as stalled."""
+    stall_factor: float = 20.0
+    """Stalled after this many expected step times without a step (if longer than stall_min_s)."""
+
+
+def _serious(a: Assessment | None) -> bool:
+    return a is not None and a.severity in (Severity.WARNING, Severity.CRITICAL)
+
+
+def money(text: str | None) -> Decimal | None:
+    """A decimal money string, or None when absent or unreadable."""
+    if not text:
+        return None
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return None
+
+
+def classify(
+    assessments: Mapping[str, Assessment],
+    *,
+    now: datetime,
+    commit: CommitRegression | None,
+    seconds_since_last_step: float | None,
+    cost_usd: str | None,
+    budget_usd: str | None,
+    settings: FindingSettings,
+) -> list[Finding]:
+    """Findings for one job."""
+    out: list[Finding] = []
+    step, tps = assessments.get(STEP_SECONDS), assessments.get(TOKENS_PER_SECOND)
+    if step is not None and _serious(step) and step.z > 0:
+        out.append(Finding(FindingKind.THROUGHPUT_REGRESSION, STEP_SECONDS, step.since or now, step.message))
+    elif tps is not None and _serious(tps) and tps.z < 0:
+        out.append(
+            Finding(FindingKind.THROUGHPUT_REGRESSION, TOKENS_PER_SECOND, tps.since or now, tps.message)
+        )
+    elif commit is not None:
+        out.append(
+            Finding(
+                FindingKind.THROUGHPUT_REGRESSION,
+                f"commit:{commit.commit}",
+                datetime.min.replace(tzinfo=now.tzinfo),
+                commit.message,
+            )
+        )
+    gpu = assessments.get(GPU_UTILIZATION)
+    if gpu is not None and gpu.method is not Method.INSUFFICIENT and gpu.observed < settings.idle_utilization:
+        out.append(
+            Finding(
+                FindingKind.IDLE_GPU,
+                GPU_UTILIZATION,
+                gpu.since or now,
+                f"mean GPU utilisation {gpu.observed:.1%} < {settings.idle_utilization:.0%}",
+            )
+        )
+    if seconds_since_last_step is not None:
+        expected = step.expected if step is not None and step.method is not Method.INSUFFICIENT else 0.0
+        limit = max(settings.stall_min_s, settings.stall_factor * expected)
+        if seconds_since_last_step >= limit:
+            out.append(
+                Finding(
+                    FindingKind.STALLED,
+                    SECONDS_SINCE_LAST_STEP,
+                    now,
+                    f"no step for {seconds_since_last_step:.0f} s (limit {limit:.0f} s)",
+                )
+            )
+    spent, limit_usd = money(cost_usd), money(budget_usd)
+    if spent is not None and limit_usd is not None and spent >= limit_usd:
+        out.append(
+            Finding(FindingKind.OVER_BUDGET, "cost_usd", now, f"spent ${spent} of ${limit_usd} budget")
+        )
+    cost = assessments.get(COST_USD_PER_HOUR)
+    if cost is not None and _serious(cost) and cost.z > 0:
+        out.append(Finding(FindingKind.COST_SPIKE, COST_USD_PER_HOUR, cost.since or now, cost.message))
+    return out

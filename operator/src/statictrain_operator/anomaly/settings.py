@@ -1,0 +1,103 @@
+"""Anomaly loop settings: one dataclass, filled from ``STATICTRAIN_ANOMALY_<FIELD>`` variables."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from datetime import timedelta
+
+from statictrain_operator.anomaly.detector import DetectorSettings
+from statictrain_operator.anomaly.findings import FindingSettings
+from statictrain_operator.anomaly.remediation import PolicySettings
+
+ENV_PREFIX = "STATICTRAIN_ANOMALY_"
+
+
+@dataclass(frozen=True)
+class AnomalySettings:
+    """How often and over what history jobs are judged, and how remediation is paced."""
+
+    enabled: bool = True
+    """Run the anomaly timer at all."""
+    prometheus_url: str = "http://prometheus-server:9090"
+    """Base URL of the Prometheus that scrapes the sidecars and the operator."""
+    interval_s: float = 60.0
+    """Seconds between two evaluations of a job (the refit schedule of its models)."""
+    lookback_s: float = 14 * 86400.0
+    """History fetched per evaluation (Prophet's rolling window)."""
+    step_s: float = 60.0
+    """Resolution of the range queries; at most ``lookback_s / step_s`` points per series (keep <= 4000)."""
+    rate_window_s: float = 120.0
+    """Range of rate() in the step-time and cost-rate queries."""
+    query_timeout_s: float = 10.0
+    """Seconds per Prometheus query before the data count as missing."""
+    recent_points: int = 5
+    """Records judged at each evaluation (the rest is history)."""
+    prophet_min_points: int = 96
+    """History records from which Prophet is used instead of the median/MAD baseline."""
+    stabilization_s: float = 300.0
+    """At most one action per window of this many seconds."""
+    cooldown_s: float = 900.0
+    """No second action of the same kind within this many seconds."""
+    good_settle_s: float = 600.0
+    """Settings count as 'last good' after this many seconds without a regression."""
+    idle_utilization: float = 0.05
+    """GPU utilisation below which GPUs count as idle."""
+    stall_min_s: float = 300.0
+    """Shortest time without a step that counts as a stall."""
+
+    def __post_init__(self) -> None:
+        positive = ("interval_s", "lookback_s", "step_s", "rate_window_s", "query_timeout_s")
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{ENV_PREFIX}{name.upper()} must be positive, got {getattr(self, name)}")
+        if self.lookback_s / self.step_s > 11000:
+            raise ValueError(
+                f"{ENV_PREFIX}LOOKBACK_S / STEP_S is over Prometheus' 11000-point limit: "
+                "raise STEP_S or lower LOOKBACK_S"
+            )
+        if not 0 <= self.idle_utilization <= 1:
+            raise ValueError(f"{ENV_PREFIX}IDLE_UTILIZATION must lie in 0..1, got {self.idle_utilization}")
+
+    def detector(self) -> DetectorSettings:
+        """Settings of the per-series detector."""
+        return DetectorSettings(recent_points=self.recent_points, prophet_min_points=self.prophet_min_points)
+
+    def policy(self) -> PolicySettings:
+        """Settings of the remediation policy."""
+        return PolicySettings(stabilization_s=self.stabilization_s, cooldown_s=self.cooldown_s)
+
+    def findings(self) -> FindingSettings:
+        """Thresholds of the findings."""
+        return FindingSettings(idle_utilization=self.idle_utilization, stall_min_s=self.stall_min_s)
+
+    @property
+    def good_settle(self) -> timedelta:
+        """good_settle_s as a timedelta."""
+        return timedelta(seconds=self.good_settle_s)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AnomalySettings:
+        """Settings from ``STATICTRAIN_ANOMALY_*``; a bad value raises ValueError naming the variable."""
+        env = os.environ if env is None else env
+        kwargs: dict[str, object] = {}
+        for f in fields(cls):
+            key = ENV_PREFIX + f.name.upper()
+            if key not in env:
+                continue
+            raw = env[key]
+            try:
+                if f.type in ("bool", bool):
+                    if raw.lower() not in ("true", "false"):
+                        raise ValueError("expected true or false")
+                    kwargs[f.name] = raw.lower() == "true"
+                elif f.type in ("float", float):
+                    kwargs[f.name] = float(raw)
+                elif f.type in ("int", int):
+                    kwargs[f.name] = int(raw)
+                else:
+                    kwargs[f.name] = raw
+            except ValueError as exc:
+                raise ValueError(f"{key}={raw!r}: {exc}") from exc
+        return cls(**kwargs)  # type: ignore[arg-type]
