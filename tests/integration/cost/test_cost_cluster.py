@@ -8,6 +8,7 @@ what Prometheus really holds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import subprocess
@@ -23,7 +24,7 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
 from statictrain import labels
 from statictrain.promql import selector
 from statictrain_localcluster.cluster import LocalCluster
@@ -88,6 +89,32 @@ def runtime(cluster: LocalCluster) -> Iterator[tuple[CostRuntime, str]]:
         cluster.remove_scrape_target(job)
         server.shutdown()
         server.server_close()
+
+
+SIDECAR_LABELS = ["job_name", "namespace", "commit", "team", "pod", "pod_uid", "gpu"]
+
+
+@contextlib.contextmanager
+def sidecar_exporter(cluster: LocalCluster) -> Iterator[tuple[Gauge, Counter]]:
+    """A stand-in for worker sidecars (GPU utilization, trainer tokens), scraped by the real Prometheus."""
+    reg = CollectorRegistry()
+    util = Gauge("statictrain_gpu_utilization_ratio", "u", SIDECAR_LABELS, registry=reg)
+    tokens = Counter("statictrain_train_tokens", "t", SIDECAR_LABELS[:-1], registry=reg)
+    port = free_port()
+    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
+    target = f"st-sidecar-{uuid.uuid4().hex[:6]}"
+    cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
+    try:
+        yield util, tokens
+    finally:
+        cluster.remove_scrape_target(target)
+        server.shutdown()
+        server.server_close()
+
+
+def scraped(cluster: LocalCluster, metric: str, uid: str) -> Callable[[], bool]:
+    prom = HttpPrometheus(cluster.prometheus_url)
+    return lambda: bool(prom.query(selector(metric, {"pod_uid": uid}), time.time()))
 
 
 def stj(name: str, ns: str, commit: str, budget: dict[str, str] | None = None) -> str:
@@ -174,18 +201,7 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
 ) -> None:
     rt, _ = runtime
     commit = f"c{uuid.uuid4().hex[:7]}"
-    # a sidecar stand-in: the pod's GPU sits at 0 utilization, scraped by the real Prometheus
-    reg = CollectorRegistry()
-    util = Gauge(
-        "statictrain_gpu_utilization_ratio",
-        "u",
-        ["job_name", "namespace", "commit", "team", "pod", "pod_uid", "gpu"],
-        registry=reg,
-    )
-    port = free_port()
-    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
-    target = f"st-sidecar-{namespace}"
-    try:
+    with sidecar_exporter(cluster) as (util, _):
         cluster.kubectl(
             "apply",
             "-f",
@@ -196,14 +212,7 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
         pod = eventually(lambda: running(cluster, namespace, "budgeted-worker-0"), what="worker Running")
         uid = pod["metadata"]["uid"]
         util.labels("budgeted", namespace, commit, "t", "budgeted-worker-0", uid, "0").set(0.0)
-        cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
-        prom = HttpPrometheus(cluster.prometheus_url)
-
-        def scraped() -> bool:
-            found = prom.query(selector("statictrain_gpu_utilization_ratio", {"pod_uid": uid}), time.time())
-            return bool(found)
-
-        eventually(scraped, what="utilization scraped")
+        eventually(scraped(cluster, "statictrain_gpu_utilization_ratio", uid), what="utilization scraped")
         seen: list[Decimal] = []
         rt.tick()
         for _ in range(6):  # 1 H100 GPU at 12.29 $/h: 0.02 $ after about 6 s
@@ -225,10 +234,6 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
         ]
         reasons = [e["reason"] for e in events]
         assert reasons.count("BudgetExceededSuspended") == 1, reasons
-    finally:
-        cluster.remove_scrape_target(target)
-        server.shutdown()
-        server.server_close()
 
 
 def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
@@ -250,16 +255,24 @@ def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
         for name, ns, commit in jobs:
             cluster.kubectl("apply", "-f", "-", input=stj(name, ns, commit))
             cluster.kubectl("apply", "-f", "-", input=worker(name, ns, commit))
-        for name, ns, _ in jobs:
+        pods = [
             eventually(partial(running, cluster, ns, f"{name}-worker-0"), what=f"{name} Running")
-        rt.tick()
-        time.sleep(3)  # a scrape after the first run: the window's baseline
-        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
-        for _ in range(8):
-            time.sleep(1.5)
+            for name, ns, _ in jobs
+        ]
+        with sidecar_exporter(cluster) as (_, tokens):
+            uid = pods[0]["metadata"]["uid"]
+            trained = tokens.labels("j1", namespaces[0], commits[0], "t", "j1-worker-0", uid)
+            trained.inc(1000)
+            eventually(scraped(cluster, "statictrain_train_tokens_total", uid), what="tokens scraped")
             rt.tick()
-        end = datetime.now(UTC).replace(microsecond=0)
-        time.sleep(4)  # the last runs are scraped
+            time.sleep(3)  # a scrape after the first run: the window's baseline
+            start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+            for _ in range(8):
+                trained.inc(250_000)
+                time.sleep(1.5)
+                rt.tick()
+            end = datetime.now(UTC).replace(microsecond=0)
+            time.sleep(4)  # the last runs are scraped
         base = [
             sys.executable,
             "-m",
@@ -289,6 +302,9 @@ def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
         assert all(rows.get(c, Decimal(0)) > 0 for c in commits), rows
         # commit 2 ran two 1-GPU jobs on the same node type as commits 1 and 3
         assert rows[commits[1]] > rows[commits[0]] and rows[commits[1]] > rows[commits[2]]
+        by_name = {r["commit"]: r for r in doc["rows"]}
+        assert int(by_name[commits[0]]["tokens"]) > 0 and by_name[commits[0]]["usd_per_1m_tokens"]
+        assert by_name[commits[2]]["usd_per_1m_tokens"] == ""  # no tokens reported: no ratio
         ns_doc = json.loads(
             subprocess.run(
                 [*base, "--by", "namespace", "--namespace", namespaces[0], "--namespace", namespaces[1]],
@@ -299,7 +315,7 @@ def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
         )
         assert {r["namespace"] for r in ns_doc["rows"]} == set(namespaces)
         total = sum((Decimal(r["usd"]) for r in ns_doc["rows"]), Decimal(0))
-        assert total == pytest.approx(sum(rows[c] for c in commits), rel=1e-6)
+        assert abs(total - sum(rows[c] for c in commits)) <= Decimal("0.000002")  # 6-decimal rounding per row
         html = subprocess.run(
             [*base[:-4], "--format", "html", "--buckets", "8", "--by", "commit"],
             capture_output=True,
