@@ -131,6 +131,8 @@ def worker(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Wo
     port_file = tmp_path / "port"
     logs = tmp_path / "logs"
     logs.mkdir()
+    sidecar_log = (logs / "sidecar.out").open("wb")
+    trainer_log = (logs / "trainer.out").open("wb")
     sidecar = subprocess.Popen(
         [
             sys.executable,
@@ -146,7 +148,7 @@ def worker(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Wo
             str(port_file),
         ],
         env=env,
-        stdout=(logs / "sidecar.out").open("wb"),
+        stdout=sidecar_log,
         stderr=subprocess.STDOUT,
     )
     trainer = subprocess.Popen(
@@ -161,7 +163,7 @@ def worker(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Wo
             envvars.PEAK_TFLOPS: "1",
             "STATICTRAIN_TERMINATION_LOG": str(tmp_path / "termination-log"),
         },
-        stdout=(logs / "trainer.out").open("wb"),
+        stdout=trainer_log,
         stderr=subprocess.STDOUT,
     )
     job = f"sidecar-{namespace}"
@@ -177,6 +179,8 @@ def worker(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Wo
         cluster.remove_scrape_target(job)
         stop(trainer)
         stop(sidecar)
+        sidecar_log.close()
+        trainer_log.close()
         assert sidecar.returncode == 0, (logs / "sidecar.out").read_text()
 
 
