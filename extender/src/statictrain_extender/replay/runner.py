@@ -137,7 +137,9 @@ class BindWatch(threading.Thread):
                     node = (obj.get("spec") or {}).get("nodeName")
                     if name and node and name not in self.bound:
                         self.bound[name] = (self.clock() - self.t0, node)
-            except ApiException as err:
+            except Exception as err:  # stop() closes the stream under the thread's feet
+                if self._stop_event.is_set():
+                    return
                 log.warning("bind watch of %s restarted: %s", self.namespace, err)
                 version = _list(self.core.list_namespaced_pod, self.namespace)["metadata"]["resourceVersion"]
 
