@@ -26,6 +26,7 @@ work="$cache_root/$key/src"
 mkdir -p "$bin" "$work"
 log="$cache_root/$key/build.log"
 : >"$log"
+started=$(date +%s)
 step() { echo "build-binaries: $1 (log: $log)" >&2; }
 run() { "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "failed: $* (full log: $log)"; }; }
 
@@ -76,4 +77,6 @@ if [ ! -x "$bin/helm" ]; then
 fi
 
 have_all || die "some binaries are missing from $bin after the build"
+# Recorded for bench/cluster.py (cold_build_s).
+printf '{"build_seconds": %s, "key": "%s"}\n' "$(( $(date +%s) - started ))" "$key" >"$cache_root/$key/build-time.json"
 echo "$bin"
