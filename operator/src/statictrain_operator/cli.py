@@ -145,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    invoked = os.path.basename(sys.argv[0])
+    args = build_parser("kubectl stj" if invoked.startswith("kubectl-") else "statictrain").parse_args(argv)
     rc: int = args.func(args)
     return rc
 
