@@ -128,10 +128,8 @@ def run_report(args: argparse.Namespace, *, now: datetime | None = None, stderr:
     return _write(args, report)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="statictrain", description="statictrain: cost reports and anomalies"
-    )
+def build_parser(prog: str = "statictrain") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description="statictrain: cost reports and anomalies")
     sub = parser.add_subparsers(dest="command", required=True)
     add_report_parser(sub)
     try:
