@@ -39,6 +39,11 @@ def test_pod_info_running_and_finished() -> None:
     assert q is not None and q.finished == 1772326800.0
 
 
+def test_finished_pod_without_any_end_time_stops_accruing() -> None:
+    p = pod_info(pod("u3", "Failed"))
+    assert p is not None and p.finished == p.started
+
+
 def test_pod_without_job_label_is_ignored() -> None:
     body = pod("u1")
     body["metadata"]["labels"] = {}

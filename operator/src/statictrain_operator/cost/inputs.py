@@ -59,7 +59,12 @@ def _finished(pod: Mapping[str, Any]) -> float | None:
         if c.get("type") == "Ready"
     ]
     known = [e for e in conds if e is not None]
-    return max(known) if known else parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+    if known:
+        return max(known)
+    # finished, but no time says when: stop accruing (never charge a finished pod forever)
+    return parse_time((pod.get("metadata") or {}).get("deletionTimestamp")) or parse_time(
+        status.get("startTime")
+    )
 
 
 def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
