@@ -106,6 +106,11 @@ def main(argv: list[str] | None = None) -> int:
             "categories": nab.category_scores(files, res, profile),
             "files": [dataclasses.asdict(f) for f in res.files],
         }
+    std = per_category["standard"]["categories"]  # type: ignore[index]
+    report["standard_by_category"] = {
+        cat: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in vals.items()}
+        for cat, vals in std.items()
+    }
     secs = [r[2] for r in results]
     report.update(
         {
@@ -134,7 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         existing = json.loads(args.out.read_text()) if args.out.exists() else {}
-        for key in ("fit_predict_s_per_series", "prophet_timing"):
+        for key in (
+            "fit_predict_s_per_series",
+            "fit_predict_source",
+            "prophet_timing",
+            "prophet_timing_idle_machine",
+        ):
             if key in existing:
                 report[key] = existing[key]
         args.out.write_text(json.dumps(report, indent=2) + "\n")

@@ -24,10 +24,11 @@ class AnomalySettings:
     """Base URL of the Prometheus that scrapes the sidecars and the operator."""
     interval_s: float = 60.0
     """Seconds between two evaluations of a job (the refit schedule of its models)."""
-    lookback_s: float = 14 * 86400.0
-    """History fetched per evaluation (Prophet's rolling window)."""
+    lookback_s: float = 2 * 86400.0
+    """History fetched per evaluation (Prophet's rolling window; two days enable daily seasonality)."""
     step_s: float = 60.0
-    """Resolution of the range queries; at most ``lookback_s / step_s`` points per series (keep <= 4000)."""
+    """Resolution of the range queries: ``lookback_s / step_s`` points per series (2880 by default;
+    keep it <= 4000 so a Prophet fit stays under a second)."""
     rate_window_s: float = 120.0
     """Range of rate() in the step-time and cost-rate queries."""
     query_timeout_s: float = 10.0

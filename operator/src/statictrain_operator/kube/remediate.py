@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client
 from statictrain import labels
 
 from statictrain_operator.anomaly.history import ANNOTATION
 from statictrain_operator.anomaly.remediation import ActionKind, Intent
-from statictrain_operator.kube.clients import raw, status_of
+from statictrain_operator.kube.clients import status_of
 from statictrain_operator.kube.costs import emit_job_event, patch_job
 
 COMPONENT = "statictrain-anomaly"
@@ -32,7 +32,7 @@ def read_job(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict
         if status_of(exc) == 404:
             return None
         raise
-    return raw(obj)
+    return cast(dict[str, Any], obj)
 
 
 def set_annotation(custom: client.CustomObjectsApi, namespace: str, name: str, key: str, value: str) -> None:
@@ -136,4 +136,4 @@ def list_jobs(custom: client.CustomObjectsApi, namespace: str | None) -> list[di
         res = custom.list_namespaced_custom_object(labels.GROUP, labels.VERSION, namespace, labels.PLURAL)
     else:
         res = custom.list_cluster_custom_object(labels.GROUP, labels.VERSION, labels.PLURAL)
-    return list(raw(res).get("items", []))
+    return list(cast(dict[str, Any], res).get("items", []))

@@ -1,0 +1,156 @@
+"""The evaluation orchestration with fake Prometheus and API: order of writes, fail-closed, Recommend mode."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from statictrain.cost import Sample
+
+from statictrain_operator.anomaly import history as hist
+from statictrain_operator.anomaly.evaluate import CONDITION_TYPE, Evaluator
+from statictrain_operator.anomaly.exported import AnomalyMetrics
+from statictrain_operator.anomaly.remediation import History, Intent
+from statictrain_operator.anomaly.settings import AnomalySettings
+from statictrain_operator.cost.prom import PrometheusUnavailableError, Series
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+GOOD = {"compile": {"mode": "default"}}
+SETTINGS = AnomalySettings(prometheus_url="http://prom", lookback_s=600, step_s=10, rate_window_s=20,
+                           prophet_min_points=10_000)
+
+
+class FakeProm:
+    def __init__(self, step_values: list[float] | None, down: bool = False) -> None:
+        self.values, self.down = step_values, down
+
+    def query(self, query: str, at: float) -> list[Series]:
+        return []
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        if self.down:
+            raise PrometheusUnavailableError("cannot reach http://prom: connection refused")
+        if self.values is None or "train_step_seconds_sum" not in query or "by (commit)" in query:
+            return []
+        n = len(self.values)
+        t0 = NOW.timestamp() - (n - 1) * step
+        return [Series({}, tuple(Sample(t0 + i * step, v) for i, v in enumerate(self.values)))]
+
+
+class FakeApi:
+    def __init__(self, job: dict[str, Any]) -> None:
+        self.job = job
+        self.calls: list[str] = []
+        self.status: dict[str, Any] = {}
+
+    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.job
+
+    def set_history(self, namespace: str, name: str, value: str) -> None:
+        rec = hist.loads(value)
+        self.calls.append("history:" + ",".join(f"{i.action.value}={i.done}" for i in rec.history.intents))
+        self.job["metadata"].setdefault("annotations", {})[hist.ANNOTATION] = value
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        self.calls.append("status:" + ",".join(sorted(status)))
+        self.status.update(status)
+
+    def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
+        self.calls.append(f"apply:{intent.action.value}")
+        self.job["spec"].update(intent.target)
+        self.job["metadata"]["generation"] += 1
+        return int(self.job["metadata"]["generation"])
+
+    def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None:
+        self.calls.append(f"event:{reason}")
+
+
+def job(mode: str, good: dict[str, Any] | None = None) -> dict[str, Any]:
+    ann = {hist.ANNOTATION: hist.dumps(hist.Record(History((), good)))} if good else {}
+    return {
+        "metadata": {"name": "j", "namespace": "ns", "generation": 2, "annotations": ann},
+        "spec": {"compile": {"mode": "max-autotune"}, "remediation": {"mode": mode}},
+        "status": {},
+    }
+
+
+def run(j: dict[str, Any], prom: FakeProm, now: datetime = NOW) -> tuple[FakeApi, Any]:
+    api = FakeApi(j)
+    ev = Evaluator(SETTINGS, prom, api, AnomalyMetrics(CollectorRegistry()), lambda: now)
+    return api, ev.evaluate(j)
+
+
+REGRESSED = [0.1] * 40 + [0.3] * 5
+
+
+def test_regression_records_intent_then_applies_then_marks_done() -> None:
+    api, out = run(job("Auto", GOOD), FakeProm(REGRESSED))
+    assert out.applied == ["RevertSettings"]
+    i = api.calls.index("apply:RevertSettings")
+    assert api.calls[i - 1] == "history:RevertSettings=False"
+    assert api.calls[i + 1] == "history:RevertSettings=True"
+    assert "event:AnomalyDetected" in api.calls and "event:RemediationRevertSettings" in api.calls
+    assert api.job["spec"]["compile"] == {"mode": "default"}
+    assert api.status["remediation"]["lastAction"] == "RevertSettings"
+    cond = next(c for c in api.status["conditions"] if c["type"] == CONDITION_TYPE)
+    assert (cond["status"], cond["reason"]) == ("True", "ActionApplied")
+
+
+def test_recommend_mode_announces_once_and_changes_nothing() -> None:
+    j = job("Recommend", GOOD)
+    api, out = run(j, FakeProm(REGRESSED))
+    assert out.applied == [] and "event:RemediationRecommendedRevertSettings" in api.calls
+    assert j["spec"]["compile"] == {"mode": "max-autotune"}
+    api2, _ = run(api.job, FakeProm(REGRESSED))
+    assert "event:RemediationRecommendedRevertSettings" not in api2.calls
+
+
+def test_prometheus_down_fails_closed_with_condition() -> None:
+    api, out = run(job("Auto", GOOD), FakeProm(None, down=True))
+    assert out.applied == [] and not any(c.startswith("apply") for c in api.calls)
+    cond = next(c for c in api.status["conditions"] if c["type"] == CONDITION_TYPE)
+    assert (cond["status"], cond["reason"]) == ("False", "MetricsUnavailable")
+    assert "connection refused" in cond["message"]
+
+
+def test_no_samples_fails_closed() -> None:
+    api, out = run(job("Auto", GOOD), FakeProm(None))
+    assert out.data_problem is not None and "is the sidecar scraped" in out.data_problem
+    assert not any(c.startswith("apply") for c in api.calls)
+
+
+def test_stale_samples_fail_closed() -> None:
+    api, out = run(job("Auto", GOOD), FakeProm(REGRESSED), now=NOW + timedelta(hours=1))
+    assert out.data_problem is not None and "old" in out.data_problem
+
+
+def test_off_mode_only_writes_its_condition() -> None:
+    api, out = run(job("Off", GOOD), FakeProm(REGRESSED))
+    assert api.calls == ["status:conditions"]
+    assert api.status["conditions"][0]["reason"] == "RemediationOff"
+
+
+def test_unchanged_condition_is_not_rewritten() -> None:
+    j = job("Off")
+    api, _ = run(j, FakeProm(None))
+    j2 = replace_status(j, api.status)
+    api2, _ = run(j2, FakeProm(None))
+    assert api2.calls == []
+
+
+def replace_status(j: dict[str, Any], status: dict[str, Any]) -> dict[str, Any]:
+    return {**j, "status": dict(status)}
+
+
+def test_settings_from_env_name_the_bad_variable() -> None:
+    assert AnomalySettings.from_env({"STATICTRAIN_ANOMALY_INTERVAL_S": "5"}).interval_s == 5.0
+    try:
+        AnomalySettings.from_env({"STATICTRAIN_ANOMALY_STEP_S": "fast"})
+    except ValueError as exc:
+        assert "STATICTRAIN_ANOMALY_STEP_S" in str(exc)
+    else:
+        raise AssertionError("bad value accepted")
+    assert replace(SETTINGS, step_s=60).policy().cooldown_s == SETTINGS.cooldown_s
