@@ -26,6 +26,7 @@ import yaml
 from kubernetes import client, config
 from statictrain import labels
 from statictrain.pricing import ON_DEMAND, parse_catalog, shipped_catalog_text
+from statictrain_extender.replay.manifests import NODE_HEALTH_TOLERATIONS
 from statictrain_extender.replay.runner import BindWatch, delete_nodes, ensure_nodes
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
 
@@ -85,6 +86,7 @@ def pod_manifest(name: str, scheduler: str) -> dict[str, Any]:
             "tolerations": [
                 {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
                 {"key": BENCH_LABEL, "operator": "Exists", "effect": "NoSchedule"},
+                *NODE_HEALTH_TOLERATIONS,
             ],
             "terminationGracePeriodSeconds": 0,
             "containers": [

@@ -20,10 +20,18 @@ from ..policy import THROUGHPUT_ANNOTATION
 from .prices import NodePrice
 from .trace import TraceNode, TracePod
 
-__all__ = ["REPLAY_LABEL", "node_manifest", "node_name", "pod_manifest"]
+__all__ = ["NODE_HEALTH_TOLERATIONS", "REPLAY_LABEL", "node_manifest", "node_name", "pod_manifest"]
 
 REPLAY_LABEL = f"{labels.GROUP}/replay"
 KWOK_TAINT = {"key": "kwok.x-k8s.io/node", "value": "fake", "effect": "NoSchedule"}
+# kwok on a small machine can miss lease renewals of a thousand fake nodes; the
+# node controller then taints them not-ready/unreachable. The replay measures
+# placement, not node health, so its pods tolerate those taints for good.
+NODE_HEALTH_TOLERATIONS = [
+    {"key": f"node.kubernetes.io/{condition}", "operator": "Exists", "effect": effect}
+    for condition in ("not-ready", "unreachable")
+    for effect in ("NoSchedule", "NoExecute")
+]
 
 
 def node_name(prefix: str, node: TraceNode) -> str:
@@ -94,6 +102,7 @@ def pod_manifest(
             "tolerations": [
                 {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"},
                 {"key": REPLAY_LABEL, "operator": "Equal", "value": replay_id, "effect": "NoSchedule"},
+                *NODE_HEALTH_TOLERATIONS,
             ],
             "terminationGracePeriodSeconds": 0,
             "containers": [

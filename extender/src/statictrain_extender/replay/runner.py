@@ -30,9 +30,10 @@ log = logging.getLogger(__name__)
 Clock = Callable[[], float]
 
 
-def _ready(node: Mapping[str, Any]) -> bool:
+def _initialized(node: Mapping[str, Any]) -> bool:
+    """kwok has taken the node over (it set a Ready condition, whatever its later heartbeats do)."""
     conditions = (node.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+    return any(c.get("type") == "Ready" for c in conditions)
 
 
 def _list(list_fn: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
@@ -56,7 +57,7 @@ def ensure_nodes(
     clock: Clock = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Create the nodes that do not exist yet and wait until all are Ready (kwok marks them).
+    """Create the nodes that do not exist yet and wait until kwok has initialized all of them.
 
     ``label_selector`` must select exactly the nodes of ``manifests``.
     """
@@ -77,7 +78,7 @@ def ensure_nodes(
     want = {m["metadata"]["name"] for m in manifests}
     deadline = clock() + timeout_s
     while True:
-        ready = {n["metadata"]["name"] for n in _node_items(core, selector) if _ready(n)}
+        ready = {n["metadata"]["name"] for n in _node_items(core, selector) if _initialized(n)}
         if want <= ready:
             return
         if clock() > deadline:
