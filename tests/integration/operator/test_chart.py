@@ -59,7 +59,16 @@ def test_crds_come_from_the_one_source() -> None:
 
 
 def _render(cluster: Any, *sets: str) -> list[dict[str, Any]]:
-    args = ["template", "st", str(CHART), "--namespace", "statictrain-system", "--include-crds"]
+    args = [
+        "template",
+        "st",
+        str(CHART),
+        "--namespace",
+        "statictrain-system",
+        "--include-crds",
+        "--kube-version",
+        "1.34.0",
+    ]
     for s in sets:
         args += ["--set", s]
     return [d for d in yaml.safe_load_all(cluster.helm(*args).stdout) if d]
@@ -67,17 +76,21 @@ def _render(cluster: Any, *sets: str) -> list[dict[str, Any]]:
 
 def test_rendered_objects(cluster: Any) -> None:
     docs = _render(cluster, "operator.watchNamespaces={a,b}", "workers.schedulerName=custom")
-    kinds = sorted(d["kind"] for d in docs)
+    ours = [
+        d for d in docs if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "operator"
+    ]
+    kinds = sorted(d["kind"] for d in ours)
     assert kinds == [
         "ClusterRole",
         "ClusterRoleBinding",
-        "CustomResourceDefinition",
         "Deployment",
         "Role",
         "RoleBinding",
         "ServiceAccount",
     ]
-    (dep,) = [d for d in docs if d["kind"] == "Deployment"]
+    crds = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
+    assert crds == ["statictrainingjobs.statictrain.io"]
+    (dep,) = [d for d in ours if d["kind"] == "Deployment"]
     assert dep["spec"]["strategy"] == {"type": "Recreate"}
     assert dep["spec"]["replicas"] == 1
     (container,) = dep["spec"]["template"]["spec"]["containers"]
