@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         help="name of a running local cluster to attach to",
     )
     p.add_argument("--kubeconfig", type=pathlib.Path, help="use this cluster instead of a local one")
+    p.add_argument("--parts", default="", help="optional operator parts to run too (e.g. cost,anomaly)")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--out", type=pathlib.Path, default=RESULT)
     args = p.parse_args(argv)
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "STATICTRAIN_OPERATOR_NAMESPACES": ns,
                 "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps(TOLERATIONS),
+                "STATICTRAIN_OPERATOR_PARTS": args.parts,
             }
         )
         exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
@@ -234,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                 "handler_latency": "create response of a StaticTrainingJob -> its worker Job seen by a watch "
                 "(kopf event delivery, handler, API write, watch delivery)",
             },
+            "operator_parts": args.parts or "core only (no cost, no anomaly)",
+            "load_average_1m_at_end": round(os.getloadavg()[0], 2),
             "setup": "operator subprocess watching one namespace; 16 client threads create the jobs; "
             "the control plane, kwok, Prometheus and the operator share the machine",
             "command": " ".join([pathlib.Path(sys.executable).name, *sys.argv]),
