@@ -305,6 +305,13 @@ def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
         by_name = {r["commit"]: r for r in doc["rows"]}
         assert int(by_name[commits[0]]["tokens"]) > 0 and by_name[commits[0]]["usd_per_1m_tokens"]
         assert by_name[commits[2]]["usd_per_1m_tokens"] == ""  # no tokens reported: no ratio
+        one = json.loads(
+            subprocess.run(
+                [*base[:-2], "--buckets", "1", "--by", "commit"], capture_output=True, text=True, check=True
+            ).stdout
+        )
+        # one bucket or eight: the same increases (last sample per bucket, baseline before the window)
+        assert {r["commit"]: r["usd"] for r in one["rows"]} == {r["commit"]: r["usd"] for r in doc["rows"]}
         ns_doc = json.loads(
             subprocess.run(
                 [*base, "--by", "namespace", "--namespace", namespaces[0], "--namespace", namespaces[1]],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -12,7 +13,7 @@ import pytest
 from statictrain.cost import Sample
 from statictrain_operator.cli import build_parser, run_report
 from statictrain_operator.cost.prom import Series
-from statictrain_operator.report.fetch import _chunks, job_filters
+from statictrain_operator.report.fetch import _chunks, fetch, job_filters
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
 from statictrain_operator.report.status import status_report
@@ -151,11 +152,49 @@ def test_parse_utc_errors(text: str, match: str) -> None:
         parse_utc(text)
 
 
-def test_chunks_cover_every_point_once() -> None:
+def test_chunks_cover_every_bucket_end_once() -> None:
     w = ReportWindow(START, END, buckets=25_000)
     chunks = _chunks(w)
     assert len(chunks) == 3
-    assert chunks[0][0] == w.eval_start and abs(chunks[-1][1] - w.eval_end) < 1e-6
+    assert chunks[0][0] == w.eval_start + w.step_s and abs(chunks[-1][1] - w.eval_end) < 1e-6
+    assert all(abs(b[0] - a[1] - w.step_s) < 1e-6 for a, b in itertools.pairwise(chunks))
+
+
+class RecordingReader:
+    """Answers like Prometheus would for one counter that ends between two evaluation points."""
+
+    def __init__(self) -> None:
+        self.queries: list[tuple[str, float]] = []
+
+    def query(self, query: str, at: float) -> list[Series]:
+        self.queries.append((query, at))
+        return [Series({"job_name": "a", "namespace": "n", "commit": "c", "team": "t"}, (Sample(at, 10.0),))]
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        self.queries.append((query, start))
+        # last_over_time over one bucket: the series' last sample (value 25) lies in the second bucket
+        return [
+            Series(
+                {"job_name": "a", "namespace": "n", "commit": "c", "team": "t"},
+                (Sample(start, 20.0), Sample(start + step, 25.0)),
+            )
+        ]
+
+
+def test_fetch_takes_a_baseline_and_the_last_sample_of_every_bucket() -> None:
+    reader = RecordingReader()
+    seen: list[tuple[int, int]] = []
+    jobs, nodes = fetch(
+        reader, W, {"namespace": ['x"}) or vector(1)']}, progress=lambda d, t, _: seen.append((d, t))
+    )
+    assert reader.queries[0][0] == (
+        'last_over_time(statictrain_job_cost_usd_total{namespace=~"x\\"\\\\}\\\\) or vector\\\\(1\\\\)"}'
+        "[3600000ms])"
+    )
+    assert reader.queries[1][0].endswith(f"[{round(W.step_s * 1000)}ms])")
+    assert seen[-1] == (len(reader.queries), len(reader.queries))
+    r = build_report(W, "job", jobs, nodes)
+    assert r.rows[0].usd == 15.0  # 10 before the window, 25 at its last sample
 
 
 def test_unknown_filter() -> None:

@@ -11,12 +11,14 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 
 from statictrain.cost import Sample
-from statictrain.promql import selector
+from statictrain.promql import range_duration, selector
 
 from statictrain_operator.cost.prom import PromReader, Series
 from statictrain_operator.report.model import JOB_METRICS, NODE_METRICS, ReportWindow
 
 MAX_POINTS = 10_000
+BASELINE_LOOKBACK_S = 3600.0
+"""How far before the window a series' last value is looked for."""
 FILTER_LABELS = {"namespace": "namespace", "team": "team", "commit": "commit", "job": "job_name"}
 
 Progress = Callable[[int, int, str], None]
@@ -33,11 +35,12 @@ def job_filters(filters: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
 
 
 def _chunks(window: ReportWindow) -> list[tuple[float, float]]:
-    step, total = window.step_s, window.buckets + 1
+    """Evaluation points 1..buckets (the ends of the buckets), in chunks of at most MAX_POINTS."""
+    step = window.step_s
     out = []
-    i = 0
-    while i < total:
-        n = min(MAX_POINTS, total - i)
+    i = 1
+    while i <= window.buckets:
+        n = min(MAX_POINTS, window.buckets - i + 1)
         out.append((window.eval_start + i * step, window.eval_start + (i + n - 1) * step))
         i += n
     return out
@@ -48,19 +51,34 @@ def fetch(
     window: ReportWindow,
     filters: Mapping[str, Sequence[str]] | None = None,
     progress: Progress | None = None,
+    *,
+    baseline_lookback_s: float = BASELINE_LOOKBACK_S,
 ) -> tuple[dict[str, list[Series]], dict[str, list[Series]]]:
-    """(job series by field, node series by field) for :func:`report.model.build_report`."""
+    """(job series by field, node series by field) for :func:`report.model.build_report`.
+
+    Per series: its last value before the window (looking back ``baseline_lookback_s``), stamped
+    at the window's first evaluation point, then the last raw sample of every bucket
+    (``last_over_time`` over exactly one bucket), so a series that ends between two evaluation
+    points (an operator restart, a removed target) still contributes its last value.
+    """
     any_of = job_filters(filters or {})
     plan = [("job", f, selector(m, any_of=any_of)) for f, m in JOB_METRICS.items()]
     plan += [("node", f, selector(m)) for f, m in NODE_METRICS.items()]
     chunks = _chunks(window)
-    total = len(plan) * len(chunks)
+    total = len(plan) * (1 + len(chunks))
     done = 0
+    bucket = range_duration(window.step_s)
+    lookback = range_duration(baseline_lookback_s)
     out: dict[str, dict[str, list[Series]]] = {"job": {}, "node": {}}
-    for kind, field_name, query in plan:
+    for kind, field_name, sel in plan:
         merged: dict[tuple[tuple[str, str], ...], list[Sample]] = defaultdict(list)
+        for s in reader.query(f"last_over_time({sel}[{lookback}])", window.eval_start):
+            merged[tuple(sorted(s.labels.items()))].extend(Sample(window.eval_start, p.v) for p in s.samples)
+        done += 1
+        if progress:
+            progress(done, total, field_name)
         for lo, hi in chunks:
-            for s in reader.query_range(query, lo, hi, window.step_s):
+            for s in reader.query_range(f"last_over_time({sel}[{bucket}])", lo, hi, window.step_s):
                 merged[tuple(sorted(s.labels.items()))].extend(s.samples)
             done += 1
             if progress:

@@ -1,10 +1,11 @@
 """Report building (pure): counter series -> rows per group, totals, time buckets, invariant.
 
-Every input is a range-query result evaluated at ``start - 1 ms, start - 1 ms
-+ step, ..., end - 1 ms``: the first point is the counter's value just before
-the window, the last its value just before the end, so increases cover
-exactly ``[start, end)``. A series absent at the first point started inside
-the window and counts from zero. Drops are counter resets (operator restart).
+Each input series holds, per counter, its last value before the window stamped
+at the first evaluation point ``start - 1 ms`` (absent when the counter did not
+exist yet), then its last raw value in each bucket, stamped at the bucket's end
+``start - 1 ms + i * step`` (see ``fetch``). Increases between them cover exactly
+``[start, end)``. A series without a value before the window started inside it
+and counts from zero. A drop is a counter reset (operator restart).
 """
 
 from __future__ import annotations
