@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -62,6 +63,7 @@ def main() -> None:
     ap.add_argument("--speedup", type=float, default=1000)
     ap.add_argument("--max-pods", type=int)
     args = ap.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     attach = os.environ.get("STATICTRAIN_TEST_CLUSTER")
     cluster = LocalCluster(attach or f"st-bench-replay-{os.getpid()}")
     if not attach:
