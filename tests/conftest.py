@@ -20,7 +20,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from statictrain import labels
+
 from statictrain_localcluster.cluster import REPO_FILES, ClusterError, LocalCluster, build_binaries
 from statictrain_localcluster.workers import LocalWorkers
 
@@ -104,7 +104,9 @@ class Demo:
             # The operator runs as a local process below, with this release's
             # ServiceAccount token and env: kwok nodes run no containers.
             "operator": {"replicas": 0, "extraEnv": [
-                {"name": "STATICTRAIN_PROMETHEUS_URL", "value": self.cluster.prometheus_url}]},
+                {"name": name, "value": self.cluster.prometheus_url}
+                for name in ("STATICTRAIN_PROMETHEUS_URL", "STATICTRAIN_COST_PROMETHEUS_URL",
+                             "STATICTRAIN_ANOMALY_PROMETHEUS_URL")]},
             "workers": {"tolerations": [KWOK_TOLERATION]},
             "extender": {"enabled": False},
         }
@@ -150,10 +152,13 @@ class Demo:
         extender = bin_dir / "statictrain-extender"
         if extender.exists():
             say(f"starting the scheduler extender on 127.0.0.1:{self.cluster.extender_port}")
-            self.spawn("extender", [str(extender), "--port", str(self.cluster.extender_port)],
+            self.spawn("extender", [str(extender)],
                        {"KUBECONFIG": str(self.cluster.kubeconfig),
+                        "STATICTRAIN_EXTENDER_HOST": "127.0.0.1",
+                        "STATICTRAIN_EXTENDER_PORT": str(self.cluster.extender_port),
                         "STATICTRAIN_PROMETHEUS_URL": self.cluster.prometheus_url})
-        self.workers = LocalWorkers(self.cluster, self.out / "workers", log=open(self.out / "workers.log", "a"))
+        self.workers_log = (self.out / "workers.log").open("a")  # closed in stop()
+        self.workers = LocalWorkers(self.cluster, self.out / "workers", log=self.workers_log)
         self.workers.start()
 
     def apply_jobs(self, jobs: list[DemoJob]) -> None:
@@ -175,25 +180,34 @@ class Demo:
             time.sleep(self.args.poll)
         raise ClusterError(f"jobs did not finish within {timeout_s:.0f}s; logs in {self.out}")
 
-    def report(self) -> Path:
+    def report(self) -> dict[str, Any]:
+        """Print the cost report by namespace and by commit, write it as HTML and JSON; return the JSON."""
         say("cost report (statictrain report)")
-        time.sleep(max(self.args.settle, 0))  # let the accounting timer see the last samples
+        time.sleep(max(self.args.settle, 0))  # let the accounting timer and Prometheus see the last samples
         bin_dir = Path(sys.executable).parent
         env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig),
                "STATICTRAIN_PROMETHEUS_URL": self.cluster.prometheus_url}
-        start = self.started_at.strftime("%Y-%m-%dT%H:%M:%SZ")
-        base = [str(bin_dir / "statictrain"), "report", "--from", start]
+        base = [str(bin_dir / "statictrain"), "report", "--from", self.started_at.strftime("%Y-%m-%dT%H:%M:%SZ")]
+
+        def run(*extra: str) -> str:
+            proc = subprocess.run([*base, *extra], env=env, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise ClusterError(f"statictrain report {' '.join(extra)} failed: {proc.stderr.strip()[-2000:]}")
+            return proc.stdout
+
         for by in ("namespace", "commit"):
-            table = subprocess.run([*base, "--by", by], env=env, capture_output=True, text=True, check=False)
-            print(table.stdout or table.stderr, flush=True)
-        html = self.out / "cost-report.html"
-        subprocess.run([*base, "--by", "job", "--format", "html", "-o", str(html)], env=env, check=True)
-        say(f"HTML report: {html}")
-        return html
+            print(run("--by", by, "--no-progress"), flush=True)
+        html, js = self.out / "cost-report.html", self.out / "cost-report.json"
+        run("--by", "job", "--format", "html", "-o", str(html), "--no-progress")
+        run("--by", "job", "--format", "json", "-o", str(js), "--no-progress")
+        say(f"reports: {html} and {js}")
+        doc: dict[str, Any] = json.loads(js.read_text())
+        return doc
 
     def stop(self) -> None:
         if self.workers:
             self.workers.stop()
+            self.workers_log.close()
         for p in self.procs:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, 15)

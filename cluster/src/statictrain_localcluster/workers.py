@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from statictrain import envvars, labels
+
 from statictrain_localcluster import procs
 from statictrain_localcluster.cluster import LocalCluster
 
@@ -74,11 +75,12 @@ def plan(pod: dict[str, Any], rendezvous_port: int, metrics_port: int, volume_ro
 
     def local_dir(volume: str) -> Path:
         v = volumes.get(volume, {})
+        ns, pod_name = str(meta["namespace"]), str(meta["name"])
         # emptyDir: per pod; anything shared (PVC, hostPath): per job and volume.
         if "emptyDir" in v or not v:
-            return volume_root / meta["namespace"] / meta["name"] / volume
-        claim = (v.get("persistentVolumeClaim") or {}).get("claimName", volume)
-        return volume_root / meta["namespace"] / "shared" / claim
+            return volume_root / ns / pod_name / volume
+        claim = str((v.get("persistentVolumeClaim") or {}).get("claimName", volume))
+        return volume_root / ns / "shared" / claim
 
     def process(container: dict[str, Any]) -> ProcessPlan:
         mounts = {m["mountPath"]: local_dir(m["name"]) for m in container.get("volumeMounts", [])}

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from statictrain import labels
 from statictrain_localcluster.cluster import LocalCluster
 

@@ -9,7 +9,6 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-
 from statictrain_localcluster import procs
 from statictrain_localcluster.cluster import ClusterError, LocalCluster
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 import yaml
-
 from statictrain import labels
 from statictrain_localcluster import nodepool, prometheus
 
