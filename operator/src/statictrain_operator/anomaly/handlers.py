@@ -73,11 +73,8 @@ async def anomaly_timer(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         return
     job = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
     outcome = await asyncio.to_thread(evaluator.evaluate, job)
-    if outcome.applied or outcome.new_anomalies:
-        log.info(
-            "anomaly %s/%s: anomalies %s, actions %s",
-            body.metadata.namespace,
-            body.metadata.name,
-            outcome.new_anomalies,
-            outcome.applied,
-        )
+    reason = outcome.decision.reason if outcome.decision else "RemediationOff"
+    log.info(
+        "anomaly check %s/%s: %s; new anomalies %s; actions %s",
+        body.metadata.namespace, body.metadata.name, reason, outcome.new_anomalies, outcome.applied,
+    )

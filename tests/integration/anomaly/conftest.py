@@ -1,0 +1,58 @@
+"""Fixtures of the anomaly integration tests: the CRD, and a stand-in for worker sidecars."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from statictrain import labels, metrics
+
+from .helpers import CRD, Trainer, free_port
+
+
+@pytest.fixture(scope="module")
+def crd(cluster: Any) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}"
+    )
+
+
+@pytest.fixture
+def steps(cluster: Any, namespace: str) -> Iterator[Callable[[str, float], Trainer]]:
+    reg = CollectorRegistry()
+    hist_metric = Histogram(
+        metrics.TRAIN_STEP_SECONDS, "step time", [*labels.METRIC_LABELS, "pod", "pod_uid"], registry=reg
+    )
+    port = free_port()
+    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
+    target = f"st-anomaly-sidecar-{uuid.uuid4().hex[:6]}"
+    cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
+    trainers: list[Trainer] = []
+
+    def start(job: str, step_s: float) -> Trainer:
+        t = Trainer(step_s, threading.Event())
+        child = hist_metric.labels(job, namespace, "c1", "t", f"{job}-0", f"uid-{job}")
+
+        def loop() -> None:
+            while not t.stop.is_set():
+                child.observe(t.step_s)
+                t.stop.wait(0.05)
+
+        t.thread = threading.Thread(target=loop, daemon=True)
+        t.thread.start()
+        trainers.append(t)
+        return t
+
+    try:
+        yield start
+    finally:
+        for t in trainers:
+            t.stop.set()
+        cluster.remove_scrape_target(target)
+        server.shutdown()
+        server.server_close()

@@ -1,0 +1,134 @@
+"""The anomaly timer inside the real operator process (statictrain-operator, parts=anomaly).
+
+A job over its budget (onExceeded: Suspend, remediation Auto) with step times
+in Prometheus is suspended by the kopf timer exactly once, and a SIGKILLed and
+restarted operator does not act again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from statictrain import labels
+from statictrain_operator.anomaly import history as hist
+from statictrain_operator.anomaly.remediation import Intent
+
+from .helpers import Trainer, create_job, events, eventually, free_port, get_job
+
+pytestmark = pytest.mark.cluster
+
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"}
+
+
+@pytest.fixture
+def operator(
+    cluster: Any, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
+    assert exe, "statictrain-operator is not installed in this environment"
+    env = dict(cluster.env)
+    env.update(
+        {
+            "STATICTRAIN_OPERATOR_NAMESPACES": namespace,
+            "STATICTRAIN_OPERATOR_PARTS": "anomaly",
+            "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps([KWOK_TOLERATION]),
+            "STATICTRAIN_OPERATOR_HEARTBEAT_NAMESPACE": namespace,
+            "STATICTRAIN_ANOMALY_PROMETHEUS_URL": cluster.prometheus_url,
+            "STATICTRAIN_ANOMALY_INTERVAL_S": "2",
+            "STATICTRAIN_ANOMALY_LOOKBACK_S": "600",
+            "STATICTRAIN_ANOMALY_STEP_S": "1",
+            "STATICTRAIN_ANOMALY_RATE_WINDOW_S": "3",
+            "STATICTRAIN_ANOMALY_PROPHET_MIN_POINTS": "100000",
+        }
+    )
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(log_name: str = "first") -> subprocess.Popen[bytes]:
+        log = (tmp_path / f"operator-{log_name}.log").open("wb")
+        cmd = [
+            exe,
+            "--kubeconfig",
+            str(cluster.kubeconfig),
+            "--liveness",
+            f"http://127.0.0.1:{free_port()}/healthz",
+        ]
+        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        procs.append(p)
+        return p
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(30)
+    for f in sorted(tmp_path.glob("operator-*.log")):
+        sys.stderr.write(f"--- {f.name}\n{f.read_text(errors='replace')[-4000:]}\n")
+
+
+def intents(cluster: Any, namespace: str, name: str) -> list[Intent]:
+    ann = get_job(cluster, namespace, name)["metadata"]["annotations"][hist.ANNOTATION]
+    return list(hist.loads(ann).history.intents)
+
+
+def test_timer_suspends_over_budget_job_once_across_a_restart(
+    cluster: Any,
+    namespace: str,
+    crd: None,
+    steps: Callable[[str, float], Trainer],
+    operator: Callable[..., subprocess.Popen[bytes]],
+    *,
+    tmp_path: Path,
+) -> None:
+    name = "overspend"
+    create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
+    steps(name, 0.1)
+    cost = json.dumps({"status": {"cost": {"usd": "5.00"}}})
+    cluster.kubectl(
+        "patch", labels.PLURAL, name, "-n", namespace, "--subresource=status", "--type=merge", "-p", cost
+    )
+    first = operator()
+    eventually(
+        lambda: get_job(cluster, namespace, name)["spec"].get("suspend") is True,
+        120,
+        "the job to be suspended",
+    )
+    eventually(
+        lambda: [i.done for i in intents(cluster, namespace, name)] == [True],
+        30,
+        "the intent to be marked done",
+    )
+    first.send_signal(signal.SIGKILL)
+    first.wait(30)
+
+    # A user resumes the job by hand; the restarted operator must respect that edit (user wins)
+    # and must not repeat the action it already took.
+    resume = json.dumps({"spec": {"suspend": False}})
+    cluster.kubectl("patch", labels.PLURAL, name, "-n", namespace, "--type=merge", "-p", resume)
+    second = operator(log_name="second")
+    log = tmp_path / "operator-second.log"
+    try:
+        eventually(
+            lambda: f"{namespace}/{name}: UserEditWins" in log.read_text(errors="replace"),
+            90,
+            "the restarted operator to evaluate the job and defer to the user's edit",
+        )
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(60)
+    assert get_job(cluster, namespace, name)["spec"]["suspend"] is False
+    assert [i.action.value for i in intents(cluster, namespace, name)] == ["Suspend"]
+    assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationSuspend") == 1
