@@ -162,7 +162,9 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
         budget = min(budget, args.deadline_s - (time.perf_counter() - args.started) - 15)
     if budget <= 0:
         raise SystemExit(f"no time left for autotune before the {args.deadline_s} s deadline")
-    runner = subprocess_runner(env, 0, time.perf_counter, steps=args.steps, warmup=args.warmup)
+    runner = subprocess_runner(
+        env, 0, time.perf_counter, steps=args.steps, warmup=args.warmup, log_dir=work / "autotune-logs"
+    )
     tuner = Autotuner(
         Candidate("default", args.batch),
         max_batch=args.max_batch,

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from statictrain import channel, envvars
 
 TINY = "statictrain_trainer.examples.tiny:build"

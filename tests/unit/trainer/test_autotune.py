@@ -4,8 +4,7 @@ import math
 from collections.abc import Callable
 
 import pytest
-
-from statictrain_trainer.autotune import Autotuner, Candidate, Outcome, choose, doubling
+from statictrain_trainer.autotune import Autotuner, Candidate, Outcome, choose, doubling, error_from_stderr
 
 
 class FakeClock:
@@ -44,7 +43,8 @@ def test_crashing_candidate_is_skipped_and_reported() -> None:
     def speed(c: Candidate) -> float | str:
         if c.compile_mode == "max-autotune-no-cudagraphs":
             return "crashed (exit 1): CUDA error: an illegal memory access was encountered"
-        base = {16: 100.0, 32: 150.0, 64: 180.0, 128: "out of memory"}[c.batch_size]
+        table: dict[int, float | str] = {16: 100.0, 32: 150.0, 64: 180.0, 128: "out of memory"}
+        base = table[c.batch_size]
         if isinstance(base, str):
             return base
         return base * (1.1 if c.compile_mode == "max-autotune" else 1.0)
@@ -97,7 +97,9 @@ def test_budget_spent_skips_the_rest() -> None:
 
 
 def test_nothing_finishes_keeps_the_job_settings() -> None:
-    chosen, reason = choose([Outcome(Candidate("default", 8), ok=False, error="out of memory")], Candidate("none", 8))
+    chosen, reason = choose(
+        [Outcome(Candidate("default", 8), ok=False, error="out of memory")], Candidate("none", 8)
+    )
     assert chosen == Candidate("none", 8)
     assert "no candidate finished" in reason and "out of memory" in reason
 
@@ -118,3 +120,24 @@ def test_mode_search_only_on_gpu(gpu: bool) -> None:
     runner, calls = fake_runner(clock, lambda c: 10.0)
     Autotuner(Candidate("default", 8), max_batch=8, budget_s=1000, runner=runner, clock=clock, gpu=gpu).tune()
     assert len(calls) == (4 if gpu else 1)
+
+
+@pytest.mark.parametrize(
+    ("stderr", "want"),
+    [
+        pytest.param(
+            "W0101 out of resource: shared memory, skipping config\n"
+            "RuntimeError: CUDA error: an illegal memory access was encountered\n",
+            "crashed (exit 1): RuntimeError: CUDA error: an illegal memory access",
+            id="illegal-access-not-oom",
+        ),
+        pytest.param(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+            "out of memory (exit 1): torch.OutOfMemoryError",
+            id="oom",
+        ),
+        pytest.param("", "crashed (exit 1): no output", id="silent"),
+    ],
+)
+def test_error_from_stderr(stderr: str, want: str) -> None:
+    assert error_from_stderr(stderr, 1).startswith(want)

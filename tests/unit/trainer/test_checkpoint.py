@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from statictrain_trainer import checkpoint
 
 

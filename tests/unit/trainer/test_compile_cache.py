@@ -4,16 +4,18 @@ import logging
 from pathlib import Path
 
 import pytest
-from torch import nn
-
 from statictrain_trainer.compile_cache import CompileCache, make_key, model_fingerprint
+from torch import nn
 
 
 def test_key_depends_on_model_settings_torch_and_device() -> None:
     fp = model_fingerprint(nn.Linear(4, 4))
     base = make_key(fp, {"mode": "default"}, "2.11.0", "cuda-sm90-NVIDIA_H200")
     assert make_key(fp, {"mode": "default"}, "2.11.0", "cuda-sm90-NVIDIA_H200") == base
-    assert make_key(model_fingerprint(nn.Linear(4, 5)), {"mode": "default"}, "2.11.0", "x").workload != base.workload
+    assert (
+        make_key(model_fingerprint(nn.Linear(4, 5)), {"mode": "default"}, "2.11.0", "x").workload
+        != base.workload
+    )
     assert make_key(fp, {"mode": "max-autotune"}, "2.11.0", "x").workload != base.workload
     other_torch = make_key(fp, {"mode": "default"}, "2.12.0", "cuda-sm90-NVIDIA_H200")
     assert other_torch.workload == base.workload and other_torch.environment != base.environment

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from statictrain_trainer.errors import classify
 from statictrain_trainer.exitcodes import ExitCode, InfraError, UserError
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from statictrain_trainer.flops import mfu, peak_tflops
 
 

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from statictrain import channel
 from statictrain_trainer.profiling import ProfileService, parse_request
 

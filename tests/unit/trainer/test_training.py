@@ -12,21 +12,20 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from statictrain import channel, envvars
 from statictrain_trainer import checkpoint
 from statictrain_trainer.distributed import DistContext, pick_device
 from statictrain_trainer.examples import tiny
 from statictrain_trainer.exitcodes import ExitCode
 from statictrain_trainer.loop import Trainer
-from statictrain_trainer.settings import settings_from_env
+from statictrain_trainer.settings import TrainerSettings, settings_from_env
 
 from .conftest import RunEnv, read_raw, read_records, run_trainer
 
 CPU = DistContext(rank=0, local_rank=0, world_size=1, device=pick_device(0))
 
 
-def _settings(tmp_path: Path, **env: str) -> object:
+def _settings(tmp_path: Path, **env: str) -> TrainerSettings:
     base = {
         envvars.ENTRYPOINT: "statictrain_trainer.examples.tiny:build",
         envvars.COMPILE_MODE: "none",
@@ -42,7 +41,7 @@ def _falls(losses: list[float]) -> bool:
 
 def test_eager_loss_falls(tmp_path: Path) -> None:
     settings = _settings(tmp_path, **{envvars.MAX_STEPS: "60"})
-    result = Trainer(settings, tiny.build(), CPU).run()  # type: ignore[arg-type]
+    result = Trainer(settings, tiny.build(), CPU).run()
     assert result.end_step == 60 and result.stopped_by == "max_steps"
     assert _falls(result.losses), result.losses
 
@@ -51,20 +50,22 @@ def test_grad_accumulation_matches_a_larger_batch(tmp_path: Path) -> None:
     acc = _settings(tmp_path / "a", **{envvars.MAX_STEPS: "5", envvars.GRAD_ACCUM_STEPS: "2"})
     big = _settings(tmp_path / "b", **{envvars.MAX_STEPS: "5", envvars.BATCH_SIZE: "16"})
     torch.manual_seed(0)
-    a = Trainer(acc, tiny.build(), CPU).run()  # type: ignore[arg-type]
+    a = Trainer(acc, tiny.build(), CPU).run()
     torch.manual_seed(0)
-    b = Trainer(big, tiny.build(), CPU).run()  # type: ignore[arg-type]
+    b = Trainer(big, tiny.build(), CPU).run()
     assert a.losses == pytest.approx(b.losses, rel=1e-5)
 
 
 def test_max_tokens_and_resume_skip_a_truncated_checkpoint(tmp_path: Path) -> None:
-    first = Trainer(_settings(tmp_path, **{envvars.MAX_STEPS: "10", envvars.CHECKPOINT_EVERY: "5"}), tiny.build(), CPU)  # type: ignore[arg-type]
+    first = Trainer(
+        _settings(tmp_path, **{envvars.MAX_STEPS: "10", envvars.CHECKPOINT_EVERY: "5"}), tiny.build(), CPU
+    )
     first.run()
     ckpt = tmp_path / "ckpt"
     assert checkpoint.list_steps(ckpt) == [10, 5]
     newest = checkpoint.checkpoint_path(ckpt, 10)
     newest.write_bytes(newest.read_bytes()[:100])
-    resumed = Trainer(_settings(tmp_path, **{envvars.MAX_STEPS: "12"}), tiny.build(), CPU)  # type: ignore[arg-type]
+    resumed = Trainer(_settings(tmp_path, **{envvars.MAX_STEPS: "12"}), tiny.build(), CPU)
     assert resumed.start_step == 5
     result = resumed.run()
     assert (result.start_step, result.end_step) == (5, 12)
@@ -72,7 +73,9 @@ def test_max_tokens_and_resume_skip_a_truncated_checkpoint(tmp_path: Path) -> No
 
 def test_two_rank_ddp_matches_one_rank_with_double_batch(trainer_env: RunEnv, tmp_path: Path) -> None:
     steps = "6"
-    one = trainer_env(**{envvars.BATCH_SIZE: "8", envvars.MAX_STEPS: steps, envvars.STATS_DIR: str(tmp_path / "s1")})
+    one = trainer_env(
+        **{envvars.BATCH_SIZE: "8", envvars.MAX_STEPS: steps, envvars.STATS_DIR: str(tmp_path / "s1")}
+    )
     done = run_trainer(one)
     assert done.returncode == ExitCode.OK, done.stderr[-2000:]
     two = trainer_env(

@@ -192,18 +192,34 @@ class Autotuner:
         return Report(chosen=chosen, reason=reason, outcomes=tuple(self.outcomes))
 
 
-def _error_from_stderr(stderr: str, returncode: int) -> str:
+def error_from_stderr(stderr: str, returncode: int) -> str:
+    """One line saying why a trial process failed, from the last error line it printed (pure)."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    for ln in reversed(lines):
-        if "Error" in ln or "error" in ln:
-            return f"crashed (exit {returncode}): {ln[:300]}"
-    return f"crashed (exit {returncode}): {lines[-1][:300] if lines else 'no output'}"
+    last = next((ln for ln in reversed(lines) if "Error" in ln or "error" in ln), lines[-1] if lines else "")
+    if "OutOfMemoryError" in last or "CUDA out of memory" in last:
+        return f"out of memory (exit {returncode}): {last[:300]}"
+    return f"crashed (exit {returncode}): {last[:300] or 'no output'}"
+
+
+def _keep_log(log_dir: Path | None, candidate: Candidate, stderr: str) -> None:
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        (log_dir / f"{candidate.label.replace('@', '-b')}.log").write_text(stderr)
 
 
 def subprocess_runner(
-    env: Mapping[str, str], local_rank: int, clock: Callable[[], float], steps: int = 10, warmup: int = 4
+    env: Mapping[str, str],
+    local_rank: int,
+    clock: Callable[[], float],
+    *,
+    steps: int = 10,
+    warmup: int = 4,
+    log_dir: Path | None = None,
 ) -> TrialRunner:
-    """A TrialRunner that runs ``python -m statictrain_trainer.trial`` for each candidate."""
+    """A TrialRunner that runs ``python -m statictrain_trainer.trial`` for each candidate.
+
+    Each trial's stderr goes to ``<log_dir>/<candidate>.log`` when log_dir is given.
+    """
 
     def run(candidate: Candidate, timeout_s: float) -> Outcome:
         with tempfile.TemporaryDirectory(prefix="statictrain-trial-") as tmp:
@@ -239,15 +255,15 @@ def subprocess_runner(
                     _stdout, stderr = proc.communicate(timeout=timeout_s)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
-                    proc.communicate()
+                    _stdout, stderr = proc.communicate()
+                    _keep_log(log_dir, candidate, stderr)
                     return Outcome(
                         candidate, ok=False, seconds=clock() - t0, error=f"timed out after {timeout_s:.0f} s"
                     )
             seconds = clock() - t0
+            _keep_log(log_dir, candidate, stderr)
             if proc.returncode != 0 or not result_path.is_file():
-                error = _error_from_stderr(stderr, proc.returncode)
-                if "out of memory" in stderr.lower() or "OutOfMemoryError" in stderr:
-                    error = "out of memory"
+                error = error_from_stderr(stderr, proc.returncode)
                 return Outcome(candidate, ok=False, seconds=seconds, error=error)
             data = json.loads(result_path.read_text())
             return Outcome(
@@ -274,7 +290,10 @@ def tune_settings(
 ) -> Report:
     """Run the autotuner for this rank's device with the job's settings as the starting point."""
     base = Candidate(settings.compile_mode, settings.batch_size or workload_batch)
-    runner = subprocess_runner(os.environ if env is None else env, settings.local_rank, clock)
+    log_dir = settings.stats_dir / "autotune-logs" if settings.stats_dir is not None else None
+    runner = subprocess_runner(
+        os.environ if env is None else env, settings.local_rank, clock, log_dir=log_dir
+    )
     tuner = Autotuner(
         base,
         max_batch=workload_max_batch or 8 * base.batch_size,
