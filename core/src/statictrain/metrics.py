@@ -60,6 +60,7 @@ JOB_TOKENS_TOTAL = "statictrain_job_tokens_total"  # tokens the accounting attri
 JOB_STEPS_TOTAL = "statictrain_job_steps_total"
 NODE_COST_USD_TOTAL = "statictrain_node_cost_usd_total"  # label node
 NODE_IDLE_COST_USD_TOTAL = "statictrain_node_idle_cost_usd_total"  # label node: cost no pod was allocated
+JOB_COST_FLAGS_TOTAL = "statictrain_job_cost_flags_total"  # label flag: utilization-gaps | counter-reset | ...
 COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label outcome: ok | error
 
 # --- operator: anomaly and remediation

@@ -170,8 +170,13 @@ def test_two_runs_accumulate_status_metrics_and_budget_once() -> None:
 
 
 def test_prometheus_down_still_accounts_allocated_time() -> None:
-    acc, kube, _, _ = make(SeriesProm(down=True))
+    acc, kube, _, reg = make(SeriesProm(down=True))
     r = acc.run_once()
+    gaps = reg.get_sample_value(
+        "statictrain_job_cost_flags_total",
+        {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t", "flag": "utilization-gaps"},
+    )
+    assert gaps == 1.0
     assert "cannot reach Prometheus" in r.usage_error
     assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000"
     assert kube.jobs[("ns", "a")]["status"]["cost"]["idleUSD"] == "0.000000000"  # unknown is not idle

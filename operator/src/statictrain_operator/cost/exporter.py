@@ -44,6 +44,7 @@ class CostMetrics:
         self._budget: dict[LabelValues, float] = {}
         self._hourly: dict[LabelValues, float] = {}
         self._runs: dict[str, float] = defaultdict(float)
+        self._flags: dict[tuple[str, ...], float] = defaultdict(float)
         if registry is not None:
             registry.register(self)
 
@@ -60,6 +61,8 @@ class CostMetrics:
                 c[metrics.JOB_GPU_SECONDS_TOTAL][lv] += float(job.gpu_seconds)
                 c[metrics.JOB_TOKENS_TOTAL][lv] += job.tokens
                 c[metrics.JOB_STEPS_TOTAL][lv] += job.steps
+                for flag in job.flags:
+                    self._flags[(*lv, flag)] += 1
             for n in alloc.nodes:
                 self._counters[metrics.NODE_COST_USD_TOTAL][(n.name,)] += float(n.usd)
                 self._counters[metrics.NODE_IDLE_COST_USD_TOTAL][(n.name,)] += float(n.idle_usd)
@@ -76,9 +79,7 @@ class CostMetrics:
             if budget is not None:
                 self._budget[lv] = budget
 
-    def set_node_hourly(
-        self, node: str, instance_type: str, capacity_type: str, source: str, usd: float
-    ) -> None:
+    def set_node_hourly(self, node: str, instance_type: str, capacity_type: str, source: str, usd: float) -> None:
         with self._lock:
             for key in [k for k in self._hourly if k[0] == node]:
                 del self._hourly[key]
@@ -97,6 +98,7 @@ class CostMetrics:
                 dict(self._hourly),
                 dict(self._runs),
             )
+            flags = dict(self._flags)
         for name, doc in _JOB_COUNTERS.items():
             fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=JOB_LABELS)
             for lv, v in sorted(counters.get(name, {}).items()):
@@ -107,9 +109,7 @@ class CostMetrics:
             for lv, v in sorted(counters.get(name, {}).items()):
                 fam.add_metric(list(lv), v)
             yield fam
-        g = GaugeMetricFamily(
-            metrics.JOB_USD_PER_1M_TOKENS, "USD per million tokens so far", labels=JOB_LABELS
-        )
+        g = GaugeMetricFamily(metrics.JOB_USD_PER_1M_TOKENS, "USD per million tokens so far", labels=JOB_LABELS)
         for lv, v in sorted(per_1m.items()):
             g.add_metric(list(lv), v)
         yield g
@@ -125,6 +125,14 @@ class CostMetrics:
         for lv, v in sorted(hourly.items()):
             g.add_metric(list(lv), v)
         yield g
+        flag_fam = CounterMetricFamily(
+            metrics.JOB_COST_FLAGS_TOTAL.removesuffix("_total"),
+            "Accounting runs in which the job's cost data had this problem (gaps, resets, unpriced usage)",
+            labels=[*JOB_LABELS, "flag"],
+        )
+        for lv, v in sorted(flags.items()):
+            flag_fam.add_metric(list(lv), v)
+        yield flag_fam
         runs_fam = CounterMetricFamily(
             metrics.COST_ACCOUNTING_RUNS_TOTAL.removesuffix("_total"), "Accounting runs", labels=["outcome"]
         )
