@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes import client, config
+from kubernetes import client
 from statictrain import labels
 from statictrain.pricing import ON_DEMAND, parse_catalog, shipped_catalog_text
+from statictrain_extender.kubewatch import api_client
 from statictrain_extender.replay.manifests import NODE_HEALTH_TOLERATIONS
 from statictrain_extender.replay.runner import BindWatch, delete_nodes, ensure_nodes
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
@@ -107,9 +108,7 @@ def scheduler_config(kubeconfig: Path, profile: str, extender_url: str | None) -
     repo_cfg = yaml.safe_load(
         (Path(__file__).resolve().parents[1] / "deploy/scheduler/kube-scheduler-config.yaml").read_text()
     )
-    statictrain_profile = next(
-        p for p in repo_cfg["profiles"] if p["schedulerName"] == "statictrain-scheduler"
-    )
+    statictrain_profile = next(p for p in repo_cfg["profiles"] if p["schedulerName"] == "statictrain-scheduler")
     cfg: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -201,8 +200,7 @@ def measure_throughput(nodes: int, pods: int) -> dict[str, Any]:
     cluster = LocalCluster(attach or f"st-bench-ext-{os.getpid()}")
     if not attach:
         cluster.start(build_binaries(log=sys.stderr), log=sys.stderr)
-    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
-    api.configuration.connection_pool_maxsize = 32
+    api = api_client(str(cluster.kubeconfig))
     core = client.CoreV1Api(api)
     selector = f"{BENCH_LABEL}={BENCH_VALUE}"
     port = free_port()

@@ -30,7 +30,8 @@ from typing import Any
 
 import yaml
 from extender_throughput import free_port, wait  # bench/ sibling module
-from kubernetes import client, config
+from kubernetes import client
+from statictrain_extender.kubewatch import api_client
 from statictrain_extender.replay.cli import NODE_FILE, POD_FILE, ReplayConfig, replay
 from statictrain_extender.replay.plan import ReplayWindow
 from statictrain_extender.replay.report import markdown
@@ -110,8 +111,7 @@ def main() -> None:
                     stderr=log,
                 )
             )
-        api = config.new_client_from_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
-        api.configuration.connection_pool_maxsize = 32
+        api = api_client(str(cluster.kubeconfig))
         cfg = ReplayConfig(
             nodes_file=args.trace / NODE_FILE,
             pods_file=args.trace / POD_FILE,

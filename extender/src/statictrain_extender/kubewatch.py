@@ -27,13 +27,17 @@ _WATCH_TIMEOUT_S = 300
 _RETRY_S = 2.0
 
 
-def api_client(kubeconfig: str) -> client.ApiClient:
-    """An API client from a kubeconfig path, or the in-cluster service account when empty."""
-    if kubeconfig:
-        api: client.ApiClient = config.new_client_from_config(config_file=kubeconfig)  # type: ignore[no-untyped-call]
-        return api
+def api_client(kubeconfig: str, pool_size: int = 32) -> client.ApiClient:
+    """An API client from a kubeconfig path, or the in-cluster service account when empty.
+
+    ``pool_size`` HTTP connections are kept, enough for the watches and a thread pool of callers.
+    """
     cfg = client.Configuration()
-    config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    if kubeconfig:
+        config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+    else:
+        config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+    cfg.connection_pool_maxsize = pool_size
     return client.ApiClient(cfg)
 
 

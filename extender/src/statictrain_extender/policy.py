@@ -86,8 +86,7 @@ def policy_from_annotations(annotations: Mapping[str, str]) -> PlacementPolicy:
     unknown = capacity - _CAPACITY_TYPES
     if unknown:
         raise PolicyError(
-            f"annotation {CAPACITY_TYPES_ANNOTATION} has {sorted(unknown)}; "
-            "use a comma list of spot, on-demand"
+            f"annotation {CAPACITY_TYPES_ANNOTATION} has {sorted(unknown)}; use a comma list of spot, on-demand"
         )
     families = frozenset(gpu_family(item) for item in _split(annotations.get(GPU_MODELS_ANNOTATION, "")))
     raw_max = annotations.get(MAX_HOURLY_ANNOTATION)

@@ -133,8 +133,5 @@ def score_nodes(
 ) -> list[int]:
     """One score in [0, MAX_SCORE] per node, same order as ``nodes``."""
     costs = [cost_per_work(n, gpu_pod, throughput, weights.unknown_throughput) for n in nodes]
-    if gpu_pod:
-        packs = [pack_fraction(n, used_gpu_milli.get(n.name, 0)) for n in nodes]
-    else:
-        packs = [0.0] * len(nodes)
+    packs = [pack_fraction(n, used_gpu_milli.get(n.name, 0)) if gpu_pod else 0.0 for n in nodes]
     return score_values(costs, packs, weights)

@@ -69,9 +69,7 @@ def build_app(
     """The aiohttp application; background tasks are attached by the caller (see main.py)."""
     stats = ExtenderMetrics(registry, state)
 
-    def timed(
-        verb: str, handler: Callable[[bytes], web.Response]
-    ) -> Callable[[web.Request], Awaitable[web.Response]]:
+    def timed(verb: str, handler: Callable[[bytes], web.Response]) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def run(request: web.Request) -> web.Response:
             start = clock()
             resp = handler(await request.read())
@@ -115,9 +113,7 @@ def build_app(
             "nodesCached": len(state.nodes),
             "prometheusOk": state.prometheus_ok,
         }
-        return web.Response(
-            status=200 if state.nodes_synced else 503, body=orjson.dumps(body), content_type=JSON
-        )
+        return web.Response(status=200 if state.nodes_synced else 503, body=orjson.dumps(body), content_type=JSON)
 
     async def metrics_page(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")

@@ -84,9 +84,7 @@ class ExtenderSettings:
             raise SettingsError(f"{ENV['port']} must be an integer port 1..65535")
         cert, key = text("tls_cert_file", ""), text("tls_key_file", "")
         if bool(cert) != bool(key):
-            raise SettingsError(
-                f"set both {ENV['tls_cert_file']} and {ENV['tls_key_file']} for HTTPS, or neither"
-            )
+            raise SettingsError(f"set both {ENV['tls_cert_file']} and {ENV['tls_key_file']} for HTTPS, or neither")
         names_raw = text("scheduler_names", "")
         names = frozenset(n.strip() for n in names_raw.split(",") if n.strip()) or default.scheduler_names
         try:

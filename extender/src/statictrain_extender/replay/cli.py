@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -21,9 +22,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 
+from ..kubewatch import api_client
 from .accounting import summarize
 from .manifests import REPLAY_LABEL, node_manifest, node_name, pod_manifest
 from .plan import ReplayWindow, plan_actions, window_pods
@@ -68,9 +70,7 @@ class ReplayConfig:
     """Leave the replay nodes in the cluster afterwards."""
 
 
-def _wait_no_pods(
-    core: client.CoreV1Api, selector: str, timeout_s: float, sleep: Callable[[float], None]
-) -> None:
+def _wait_no_pods(core: client.CoreV1Api, selector: str, timeout_s: float, sleep: Callable[[float], None]) -> None:
     deadline = time.monotonic() + timeout_s
     while core.list_pod_for_all_namespaces(label_selector=selector, limit=1).items:
         if time.monotonic() > deadline:
@@ -78,9 +78,7 @@ def _wait_no_pods(
         sleep(1.0)
 
 
-def replay(
-    core: client.CoreV1Api, cfg: ReplayConfig, sleep: Callable[[float], None] = time.sleep
-) -> dict[str, Any]:
+def replay(core: client.CoreV1Api, cfg: ReplayConfig, sleep: Callable[[float], None] = time.sleep) -> dict[str, Any]:
     """Run both replays and return the report (JSON-ready)."""
     nodes = parse_nodes(cfg.nodes_file.read_text(), str(cfg.nodes_file))
     pods = parse_pods(cfg.pods_file.read_text(), str(cfg.pods_file))
@@ -91,9 +89,7 @@ def replay(
     capacity = {node_name(cfg.node_prefix, n): n.gpus * 1000 for n in nodes}
     chosen = window_pods(pods, cfg.window, cfg.max_pods)
     if not chosen:
-        raise TraceError(
-            f"no pod of {cfg.pods_file} is alive in the window [{cfg.window.start_s}, {cfg.window.end_s})"
-        )
+        raise TraceError(f"no pod of {cfg.pods_file} is alive in the window [{cfg.window.start_s}, {cfg.window.end_s})")
     actions = plan_actions(chosen, cfg.window)
     gpu_milli = {p.name: p.total_gpu_milli for p in chosen}
     selector = f"{REPLAY_LABEL}={cfg.replay_id}"
@@ -125,9 +121,7 @@ def replay(
                 cfg.window.wall_seconds,
                 scheduler,
             )
-            result = run_replay(
-                core, namespace=namespace, actions=actions, manifests=manifests, gpu_milli=gpu_milli
-            )
+            result = run_replay(core, namespace=namespace, actions=actions, manifests=manifests, gpu_milli=gpu_milli)
             summaries[label] = summarize(result.observed, hourly, capacity, cfg.window.speedup)
             runs[label] = {
                 "scheduler": scheduler,
@@ -216,8 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     except TraceError as err:
         print(f"statictrain-replay: {err}", file=sys.stderr)
         return 2
-    api = config.new_client_from_config(config_file=args.kubeconfig)  # type: ignore[no-untyped-call]
-    api.configuration.connection_pool_maxsize = 32
+    api = api_client(args.kubeconfig or os.environ.get("KUBECONFIG", str(Path.home() / ".kube" / "config")))
     report = replay(client.CoreV1Api(api), cfg)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
     args.out.with_suffix(".md").write_text(markdown(report))

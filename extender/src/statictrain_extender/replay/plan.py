@@ -49,9 +49,7 @@ class Action:
     pod: str
 
 
-def window_pods(
-    pods: Sequence[TracePod], window: ReplayWindow, max_pods: int | None = None
-) -> list[TracePod]:
+def window_pods(pods: Sequence[TracePod], window: ReplayWindow, max_pods: int | None = None) -> list[TracePod]:
     """Pods that exist at some time inside the window (the first ``max_pods`` by creation)."""
     chosen = [p for p in pods if p.creation_s < window.end_s and p.deletion_s > window.start_s]
     return chosen[:max_pods] if max_pods is not None else chosen

@@ -84,9 +84,7 @@ def price_nodes(
         if model not in per_gpu:
             prices = catalog.gpu_prices(model, ON_DEMAND)
             if not prices:
-                raise TraceError(
-                    f"catalog has no unflagged on-demand price for {model} (trace model {node.model})"
-                )
+                raise TraceError(f"catalog has no unflagged on-demand price for {model} (trace model {node.model})")
             per_gpu[model] = Decimal(statistics.median(prices))
         gpu_price = per_gpu[model]
         out[node.name] = NodePrice(gpu_price * node.gpus, gpu_price, model)

@@ -82,9 +82,7 @@ def ensure_nodes(
         if want <= ready:
             return
         if clock() > deadline:
-            raise TimeoutError(
-                f"{len(want - ready)} of {len(want)} replay nodes not Ready after {timeout_s:.0f} s"
-            )
+            raise TimeoutError(f"{len(want - ready)} of {len(want)} replay nodes not Ready after {timeout_s:.0f} s")
         sleep(1.0)
 
 

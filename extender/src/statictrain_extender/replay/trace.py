@@ -95,9 +95,7 @@ def parse_nodes(text: str, source: str = "node list") -> list[TraceNode]:
         model = (row["model"] or "").strip()
         if gpus > 0 and not model:
             raise TraceError(f"{where}: node {name} has {gpus} GPUs but no model")
-        nodes.append(
-            TraceNode(name, _int(row, "cpu_milli", where, 1), _int(row, "memory_mib", where, 1), gpus, model)
-        )
+        nodes.append(TraceNode(name, _int(row, "cpu_milli", where, 1), _int(row, "memory_mib", where, 1), gpus, model))
     if not nodes:
         raise TraceError(f"{source}: no nodes")
     return nodes
