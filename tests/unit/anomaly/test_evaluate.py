@@ -9,7 +9,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 from statictrain.cost import Sample
-
 from statictrain_operator.anomaly import history as hist
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE, Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
@@ -19,8 +18,9 @@ from statictrain_operator.cost.prom import PrometheusUnavailableError, Series
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GOOD = {"compile": {"mode": "default"}}
-SETTINGS = AnomalySettings(prometheus_url="http://prom", lookback_s=600, step_s=10, rate_window_s=20,
-                           prophet_min_points=10_000)
+SETTINGS = AnomalySettings(
+    prometheus_url="http://prom", lookback_s=600, step_s=10, rate_window_s=20, prophet_min_points=10_000
+)
 
 
 class FakeProm:
@@ -123,12 +123,12 @@ def test_no_samples_fails_closed() -> None:
 
 
 def test_stale_samples_fail_closed() -> None:
-    api, out = run(job("Auto", GOOD), FakeProm(REGRESSED), now=NOW + timedelta(hours=1))
+    _api, out = run(job("Auto", GOOD), FakeProm(REGRESSED), now=NOW + timedelta(hours=1))
     assert out.data_problem is not None and "old" in out.data_problem
 
 
 def test_off_mode_only_writes_its_condition() -> None:
-    api, out = run(job("Off", GOOD), FakeProm(REGRESSED))
+    api, _out = run(job("Off", GOOD), FakeProm(REGRESSED))
     assert api.calls == ["status:conditions"]
     assert api.status["conditions"][0]["reason"] == "RemediationOff"
 

@@ -35,9 +35,7 @@ def test_unreadable_history_says_how_to_reset() -> None:
 
 def test_with_intent_replaces_same_id() -> None:
     i = Intent("x", ActionKind.SUSPEND, NOW, {"suspend": True}, "r", 1)
-    rec = hist.with_intent(
-        hist.with_intent(hist.Record(History()), i), Intent(**{**i.__dict__, "done": True})
-    )
+    rec = hist.with_intent(hist.with_intent(hist.Record(History()), i), Intent(**{**i.__dict__, "done": True}))
     assert [x.done for x in rec.history.intents] == [True]
 
 
@@ -57,9 +55,7 @@ def test_settings_become_good_only_after_settling_healthy() -> None:
 
 
 def _a(name: str, sev: Severity | None, z: float, observed: float = 1.0, expected: float = 1.0) -> Assessment:
-    return Assessment(
-        name, Method.ROBUST, 0.95 if sev else 0.1, sev, observed, expected, z, NOW if sev else None, 100
-    )
+    return Assessment(name, Method.ROBUST, 0.95 if sev else 0.1, sev, observed, expected, z, NOW if sev else None, 100)
 
 
 @pytest.mark.parametrize(

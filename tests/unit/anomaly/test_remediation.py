@@ -67,9 +67,7 @@ class Case:
 
 
 CASES = {
-    "off-does-nothing": Case(
-        mode=Mode.OFF, findings=[finding(FindingKind.IDLE_GPU)], want_reason="RemediationOff"
-    ),
+    "off-does-nothing": Case(mode=Mode.OFF, findings=[finding(FindingKind.IDLE_GPU)], want_reason="RemediationOff"),
     "healthy": Case(want_reason="Healthy"),
     "missing-data-fails-closed": Case(
         findings=[finding(FindingKind.IDLE_GPU)], problem="Prometheus down", want_reason="MetricsUnavailable"
