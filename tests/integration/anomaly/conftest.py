@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 from statictrain import labels, metrics
 
 from .helpers import CRD, Trainer, free_port
@@ -17,14 +17,16 @@ from .helpers import CRD, Trainer, free_port
 @pytest.fixture(scope="module")
 def crd(cluster: Any) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}"
-    )
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}")
 
 
 @pytest.fixture
-def steps(cluster: Any, namespace: str) -> Iterator[Callable[[str, float], Trainer]]:
+def steps(cluster: Any, namespace: str) -> Iterator[Callable[..., Trainer]]:
+    """start(job, step_s, gpu_util=None): step times (and GPU utilisation) of one worker, in Prometheus."""
     reg = CollectorRegistry()
+    util = Gauge(
+        metrics.GPU_UTILIZATION_RATIO, "GPU utilisation", [*labels.METRIC_LABELS, "pod", "pod_uid", "gpu"], registry=reg
+    )
     hist_metric = Histogram(
         metrics.TRAIN_STEP_SECONDS, "step time", [*labels.METRIC_LABELS, "pod", "pod_uid"], registry=reg
     )
@@ -34,13 +36,16 @@ def steps(cluster: Any, namespace: str) -> Iterator[Callable[[str, float], Train
     cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
     trainers: list[Trainer] = []
 
-    def start(job: str, step_s: float) -> Trainer:
-        t = Trainer(step_s, threading.Event())
+    def start(job: str, step_s: float, gpu_util: float | None = None) -> Trainer:
+        t = Trainer(step_s, threading.Event(), gpu_util=gpu_util)
         child = hist_metric.labels(job, namespace, "c1", "t", f"{job}-0", f"uid-{job}")
+        gpu = util.labels(job, namespace, "c1", "t", f"{job}-0", f"uid-{job}", "0")
 
         def loop() -> None:
             while not t.stop.is_set():
                 child.observe(t.step_s)
+                if t.gpu_util is not None:
+                    gpu.set(t.gpu_util)
                 t.stop.wait(0.05)
 
         t.thread = threading.Thread(target=loop, daemon=True)

@@ -49,6 +49,7 @@ class Trainer:
     step_s: float
     stop: threading.Event
     thread: threading.Thread | None = None
+    gpu_util: float | None = None
 
 
 def settings(cluster: Any, **over: Any) -> AnomalySettings:
@@ -96,9 +97,7 @@ def create_job(cluster: Any, ns: str, name: str, mode: str, **spec: Any) -> None
 
 
 def get_job(cluster: Any, ns: str, name: str) -> dict[str, Any]:
-    out: dict[str, Any] = json.loads(
-        cluster.kubectl("get", labels.PLURAL, name, "-n", ns, "-o", "json").stdout
-    )
+    out: dict[str, Any] = json.loads(cluster.kubectl("get", labels.PLURAL, name, "-n", ns, "-o", "json").stdout)
     return out
 
 

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.cluster
 
 
 def test_3x_step_time_regression_gets_an_event_and_is_reverted_once(
-    cluster: Any, namespace: str, crd: None, steps: Callable[[str, float], Trainer]
+    cluster: Any, namespace: str, crd: None, steps: Callable[..., Trainer]
 ) -> None:
     name = "regress"
     create_job(cluster, namespace, name, "Auto")
@@ -90,18 +90,12 @@ def test_3x_step_time_regression_gets_an_event_and_is_reverted_once(
     reasons = [e["reason"] for e in events(cluster, namespace, name)]
     assert reasons.count("RemediationRevertSettings") == 1
     assert (
-        len(
-            hist.loads(
-                get_job(cluster, namespace, name)["metadata"]["annotations"][hist.ANNOTATION]
-            ).history.intents
-        )
+        len(hist.loads(get_job(cluster, namespace, name)["metadata"]["annotations"][hist.ANNOTATION]).history.intents)
         == 1
     )
 
 
-def test_prometheus_down_means_no_action_and_a_condition_saying_why(
-    cluster: Any, namespace: str, crd: None
-) -> None:
+def test_prometheus_down_means_no_action_and_a_condition_saying_why(cluster: Any, namespace: str, crd: None) -> None:
     name = "blind"
     create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
     cluster.kubectl(
@@ -147,7 +141,7 @@ class CrashAfterIntent:
 
 
 def test_operator_restart_mid_action_completes_it_once(
-    cluster: Any, namespace: str, crd: None, steps: Callable[[str, float], Trainer]
+    cluster: Any, namespace: str, crd: None, steps: Callable[..., Trainer]
 ) -> None:
     name = "spender"
     create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
@@ -194,3 +188,24 @@ def ev_ok(cluster: Any, s: AnomalySettings, ns: str, name: str) -> bool:
         return False
     series, _, _ = ev.fetch(name, ns, datetime.now(UTC))
     return len(series["step_seconds"][1]) >= 20
+
+
+def test_idle_gpus_shrink_an_elastic_job_toward_min_replicas_once(
+    cluster: Any, namespace: str, crd: None, steps: Callable[..., Trainer]
+) -> None:
+    name = "idler"
+    create_job(cluster, namespace, name, "Auto", replicas=4, elastic={"minReplicas": 1, "maxReplicas": 4})
+    steps(name, 0.1, gpu_util=0.01)
+    ev = evaluator(cluster, settings(cluster))
+
+    def shrunk() -> dict[str, Any] | None:
+        ev.evaluate(get_job(cluster, namespace, name))
+        job = get_job(cluster, namespace, name)
+        return job if job["spec"]["replicas"] != 4 else None
+
+    job = eventually(shrunk, 90, "the idle job to be scaled down")
+    assert job["spec"]["replicas"] == 2  # halfway from 4 to minReplicas 1, rounded toward min
+    for _ in range(3):  # still idle: the stabilization window allows no second step down
+        ev.evaluate(get_job(cluster, namespace, name))
+    assert get_job(cluster, namespace, name)["spec"]["replicas"] == 2
+    assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationScaleDown") == 1

@@ -30,9 +30,7 @@ KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "f
 
 
 @pytest.fixture
-def operator(
-    cluster: Any, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+def operator(cluster: Any, namespace: str, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
     exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
     assert exe, "statictrain-operator is not installed in this environment"
     env = dict(cluster.env)
@@ -88,7 +86,7 @@ def test_timer_suspends_over_budget_job_once_across_a_restart(
     cluster: Any,
     namespace: str,
     crd: None,
-    steps: Callable[[str, float], Trainer],
+    steps: Callable[..., Trainer],
     operator: Callable[..., subprocess.Popen[bytes]],
     *,
     tmp_path: Path,
@@ -97,9 +95,7 @@ def test_timer_suspends_over_budget_job_once_across_a_restart(
     create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
     steps(name, 0.1)
     cost = json.dumps({"status": {"cost": {"usd": "5.00"}}})
-    cluster.kubectl(
-        "patch", labels.PLURAL, name, "-n", namespace, "--subresource=status", "--type=merge", "-p", cost
-    )
+    cluster.kubectl("patch", labels.PLURAL, name, "-n", namespace, "--subresource=status", "--type=merge", "-p", cost)
     first = operator()
     eventually(
         lambda: get_job(cluster, namespace, name)["spec"].get("suspend") is True,
