@@ -1,13 +1,15 @@
-"""kopf handlers of StaticTrainingJobs: thin translations of events into pure decisions and API calls.
+"""kopf handlers: thin translations of events into calls of the converger and the loops.
 
-- create / resume / spec update: reconcile the children (reconcile.plan) and the status.
-- worker Job events: recompute status (phase, conditions, counts) from the Job.
-- background loops (loops.py): finished jobs deleted after runPolicy.ttlSecondsAfterFinished;
+- Indexes hold the latest StaticTrainingJobs, worker Jobs and Services in memory.
+- Every event about a job, its worker Job or its Service converges that job
+  (converger.py: reconcile.plan, the kube layer, status.compute) - level-based,
+  so a missed or repeated event changes nothing; a resync loop re-converges all.
+- Background loops (loops.py): finished jobs deleted after ttlSecondsAfterFinished;
   the heartbeat Lease renewed, observed through the watch, checked by the liveness probe.
 
 Nothing here adds a finalizer (no deletion handlers, no per-object daemons or
-timers): children carry owner references, so the garbage collector removes
-them even while the operator is down.
+timers) and nothing is written into the jobs' annotations: children carry owner
+references, so the garbage collector removes them even while the operator is down.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import kopf
-from statictrain import api, labels
+from statictrain import labels
 
-from . import children, loops, progress, reconcile, runtime, status
-from .kube import clients, heartbeat, trainingjobs, workers
+from . import converger, loops, progress, runtime
+from .kube import clients, heartbeat, trainingjobs
 
 STJ = (labels.GROUP, labels.VERSION, labels.PLURAL)
+JOBS = ("batch", "v1", "jobs")
+SERVICES = ("v1", "services")
 LEASES = ("coordination.k8s.io", "v1", "leases")
 MANAGED = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
 
@@ -35,110 +39,76 @@ def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.ConnectionInfo(**clients.connection(runtime.of(memo).clients))
 
 
-@kopf.index(*STJ)
-def trainingjobs_index(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """Latest uid, spec, status and generation of every job, keyed by (namespace, name)."""
+def _snapshot(body: kopf.Body) -> dict[str, Any]:
+    meta = body.metadata
     return {
-        (namespace, name): {
-            "uid": body.metadata.uid,
-            "generation": body.metadata.get("generation", 0),
-            "spec": dict(body.spec),
-            "status": dict(body.status),
-        }
+        "metadata": {
+            "name": meta.name,
+            "namespace": meta.namespace,
+            "uid": meta.uid,
+            "labels": dict(meta.labels),
+            "annotations": dict(meta.annotations),
+            "generation": meta.get("generation", 0),
+            "deletionTimestamp": meta.get("deletionTimestamp"),
+            "ownerReferences": list(meta.get("ownerReferences") or []),
+        },
+        "uid": meta.uid,
+        "spec": dict(body.spec),
+        "status": dict(body.status),
     }
 
 
-def _job_after(plan: reconcile.Plan, observed: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The worker Job as it will be once `plan` is applied (for the status computed right after)."""
-    if plan.delete_job:
-        return None
-    created = [obj for obj in plan.create if obj["kind"] == "Job"]
-    if created:
-        return created[0]
-    if observed is not None and plan.job_patch:
-        return {**observed, "spec": {**observed.get("spec", {}), **plan.job_patch["spec"]}}
-    return observed
+@kopf.index(*STJ)
+def trainingjobs_index(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """Every job (metadata, spec, status), keyed by (namespace, name)."""
+    return {(namespace, name): _snapshot(body)}
 
 
-@kopf.on.resume(*STJ, id="reconcile")
-@kopf.on.create(*STJ, id="reconcile")
-@kopf.on.update(*STJ, id="reconcile", field="spec")
-def reconcile_children(
-    *, body: kopf.Body, patch: kopf.Patch, reason: str, memo: Any, logger: kopf.Logger, **_: Any
-) -> None:
-    """Bring the worker Job and Service to the spec; raise TemporaryError to look again while waiting.
-
-    On creation the children are created without reading first (two API calls
-    fewer per job); if either exists already (a retry after a crash), it reads
-    and plans again, so nothing is ever duplicated or adopted.
-    """
-    rt = runtime.of(memo)
-    owner = children.owner_from_body(body)
-    name = children.worker_name(owner.name)
-    finished = body.status.get("phase") in api.FINISHED_PHASES
-    optimistic = reason == kopf.Reason.CREATE and not finished
-    observed_svc = None if optimistic else workers.read_service(rt.clients, owner.namespace, name)
-    observed_job = None if optimistic else workers.read_job(rt.clients, owner.namespace, name)
-    plan = reconcile.plan(owner, rt.settings, observed_svc, observed_job, finished=finished)
-    existed = [obj for obj in plan.create if not workers.create(rt.clients, obj)]
-    for obj in plan.create:
-        if obj not in existed:
-            logger.info(f"created {obj['kind']} {name}")
-    if existed:  # only possible when optimistic: look at what is there and plan again
-        observed_svc = workers.read_service(rt.clients, owner.namespace, name)
-        observed_job = workers.read_job(rt.clients, owner.namespace, name)
-        plan = reconcile.plan(owner, rt.settings, observed_svc, observed_job, finished=finished)
-        for obj in plan.create:
-            workers.create(rt.clients, obj)
-    if plan.job_patch:
-        workers.patch_job(rt.clients, owner.namespace, name, plan.job_patch)
-        logger.info(f"patched Job {name}: {plan.job_patch['spec']}")
-    if plan.delete_job:
-        workers.delete_job(rt.clients, owner.namespace, name)
-        logger.info(f"deleted Job {name} to rebuild its workers")
-    current: api.Status = dict(body.status)  # type: ignore[assignment]
-    new = status.compute(
-        owner.name,
-        owner.spec,
-        generation=body.metadata.get("generation", 0),
-        job=_job_after(plan, observed_job),
-        current=current,
-        now=rt.clock(),
-    )
-    patch.status.update(status.changed_fields(current, new))
-    if plan.wait:
-        raise kopf.TemporaryError(plan.wait, delay=rt.settings.requeue_s)
+def _owner_key(body: kopf.Body) -> tuple[str, str] | None:
+    owner = body.metadata.labels.get(labels.JOB)
+    return (body.metadata.namespace, owner) if owner and body.metadata.namespace else None
 
 
-@kopf.on.event("batch", "v1", "jobs", labels=MANAGED)
-def worker_job_changed(*, event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
-    """Recompute the owner's status from its worker Job."""
-    index: kopf.Index[Any, Any] = kwargs["trainingjobs_index"]
-    owner_name = body.metadata.labels.get(labels.JOB)
-    namespace = body.metadata.namespace
-    if not owner_name or namespace is None:
-        return
-    store = index.get((namespace, owner_name))
-    if not store:
-        return
-    job_view = next(iter(store))
-    refs = body.metadata.get("ownerReferences") or []
-    if not any(ref.get("uid") == job_view["uid"] for ref in refs):
-        return  # a leftover of a deleted job with the same name
-    rt = runtime.of(memo)
-    job = None if event["type"] == "DELETED" else dict(body)
-    current: api.Status = job_view["status"]
-    new = status.compute(
-        owner_name,
-        job_view["spec"],
-        generation=job_view["generation"],
-        job=job,
-        current=current,
-        now=rt.clock(),
-    )
-    diff = status.changed_fields(current, new)
-    if diff:
-        trainingjobs.patch_status(rt.clients, namespace, owner_name, diff)
+@kopf.index(*JOBS, labels=MANAGED)
+def worker_jobs_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """Worker Jobs (metadata, spec, status), keyed by their owner's (namespace, name)."""
+    key = _owner_key(body)
+    return {key: _snapshot(body)} if key else {}
+
+
+@kopf.index(*SERVICES, labels=MANAGED)
+def worker_services_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """Worker Services, keyed by their owner's (namespace, name)."""
+    key = _owner_key(body)
+    return {key: _snapshot(body)} if key else {}
+
+
+def _first(index: kopf.Index[Any, Any]) -> converger.Lookup:
+    def lookup(key: converger.Key) -> Mapping[str, Any] | None:
+        store = index.get(key)
+        return next(iter(store), None) if store else None
+
+    return lookup
+
+
+@kopf.on.event(*STJ)
+async def trainingjob_event(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
+    if namespace:
+        await runtime.of(memo).converger.converge((namespace, name))
+
+
+@kopf.on.event(*JOBS, labels=MANAGED)
+async def worker_job_event(body: kopf.Body, memo: Any, **_: Any) -> None:
+    key = _owner_key(body)
+    if key:
+        await runtime.of(memo).converger.converge(key)
+
+
+@kopf.on.event(*SERVICES, labels=MANAGED)
+async def worker_service_event(body: kopf.Body, memo: Any, **_: Any) -> None:
+    key = _owner_key(body)
+    if key:
+        await runtime.of(memo).converger.converge(key)
 
 
 def record_progress(rt: runtime.Runtime, namespace: str, name: str, report: progress.Report) -> bool:
@@ -162,9 +132,13 @@ def _is_own_lease(name: str, namespace: str | None, memo: Any, **_: Any) -> bool
 
 @kopf.on.startup()
 async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
-    """Start the heartbeat and the TTL sweeper (background tasks, so no object gets a finalizer)."""
+    """Build the converger; start the resync, TTL and heartbeat loops (tasks, not per-object daemons)."""
     rt = runtime.of(memo)
     index: kopf.Index[Any, Any] = kwargs["trainingjobs_index"]
+    rt.converger = converger.Converger(
+        rt, _first(index), _first(kwargs["worker_jobs_index"]), _first(kwargs["worker_services_index"]), logger
+    )
+    rt.tasks.append(asyncio.create_task(loops.resync_loop(rt, index)))
     rt.tasks.append(asyncio.create_task(loops.ttl_loop(rt, index, logger)))
     if rt.settings.heartbeat_namespace:
         await asyncio.to_thread(loops.beat, rt)  # exists before the Lease watch starts

@@ -19,9 +19,7 @@ from .kube import heartbeat, trainingjobs
 
 def beat(rt: runtime.Runtime) -> None:
     """Renew the heartbeat Lease once (blocking)."""
-    heartbeat.renew(
-        rt.clients, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock()
-    )
+    heartbeat.renew(rt.clients, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock())
 
 
 async def heartbeat_loop(rt: runtime.Runtime, logger: Any) -> None:
@@ -43,6 +41,14 @@ def expired(index: Mapping[Any, Any], rt: runtime.Runtime) -> Iterator[tuple[str
             left = status.ttl_remaining(spec, current, now)
             if left is not None and left.total_seconds() <= 0:
                 yield namespace, name, view["uid"]
+
+
+async def resync_loop(rt: runtime.Runtime, index: Mapping[Any, Any]) -> None:
+    """Converge every job every settings.resync_s: whatever an event missed is caught here."""
+    while True:
+        await asyncio.sleep(rt.settings.resync_s)
+        for key in list(index.keys()):
+            await rt.converger.converge(key)
 
 
 async def ttl_loop(rt: runtime.Runtime, index: Mapping[Any, Any], logger: Any) -> None:

@@ -50,7 +50,9 @@ def kopf_settings(s: settings.Settings) -> kopf.OperatorSettings:
     )
     ks.posting.level = logging.WARNING
     ks.execution.max_workers = s.max_workers
-    ks.watching.label_selectors["batch", "v1", "jobs"] = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+    managed = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
+    ks.watching.label_selectors["batch", "v1", "jobs"] = managed
+    ks.watching.label_selectors["v1", "services"] = managed
     ks.watching.label_selectors["coordination.k8s.io", "v1", "leases"] = f"{heartbeat.HEARTBEAT_LABEL}=true"
     ks.watching.server_timeout = 300
     return ks

@@ -33,6 +33,8 @@ class Runtime:
     """When the watch last delivered a renewed heartbeat Lease."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     """Background loops started at startup, cancelled at cleanup."""
+    converger: Any = None
+    """The converger.Converger, built at startup once kopf's indexes exist."""
 
     def heartbeat_verdict(self) -> tuple[bool, str]:
         """(healthy, message): unhealthy after 6 heartbeat periods without one arriving through the watch."""

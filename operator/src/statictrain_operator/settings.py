@@ -65,6 +65,8 @@ class Settings:
     """Seconds between heartbeats through the watch; the liveness probe fails after 6 missed ones."""
     heartbeat_namespace: str = ""
     """Namespace of the heartbeat ConfigMap (the operator's own); empty disables the heartbeat."""
+    resync_s: float = 30.0
+    """Seconds between full re-convergences of every job (catches anything an event missed)."""
     ttl_sweep_s: float = 1.0
     """Seconds between sweeps for finished jobs whose ttlSecondsAfterFinished has passed."""
     parts: tuple[str, ...] = ("cost", "anomaly")
@@ -109,9 +111,7 @@ def from_env(environ: Mapping[str, str]) -> Settings:
             values[f.name] = _parse(f.name, raw, getattr(base, f.name))
     settings = Settings(**values)
     if settings.metrics_port <= 0 or settings.metrics_port > 65535:
-        raise SettingsError(
-            f"{ENV_PREFIX}METRICS_PORT must be a port number (1-65535), got {settings.metrics_port}"
-        )
+        raise SettingsError(f"{ENV_PREFIX}METRICS_PORT must be a port number (1-65535), got {settings.metrics_port}")
     return settings
 
 

@@ -57,7 +57,5 @@ def job_status(
         "active": active,
         "ready": ready,
         "failed": failed,
-        "conditions": [
-            {"type": t, "status": "True", "reason": r, "message": f"{t} {r}"} for t, r in conditions or []
-        ],
+        "conditions": [{"type": t, "status": "True", "reason": r, "message": f"{t} {r}"} for t, r in conditions or []],
     }

@@ -114,11 +114,7 @@ def test_pod_has_trainer_sidecar_shared_stats_dir_and_compile_cache() -> None:
     mounts = {m["name"]: m["mountPath"] for m in c["trainer"]["volumeMounts"]}
     side_mounts = {m["name"]: m["mountPath"] for m in c["sidecar"]["volumeMounts"]}
     assert mounts[children.STATS_VOLUME] == side_mounts[children.STATS_VOLUME] == SETTINGS.stats_dir
-    assert (
-        env_of(c["sidecar"])[envvars.STATS_DIR]
-        == env_of(c["trainer"])[envvars.STATS_DIR]
-        == SETTINGS.stats_dir
-    )
+    assert env_of(c["sidecar"])[envvars.STATS_DIR] == env_of(c["trainer"])[envvars.STATS_DIR] == SETTINGS.stats_dir
     assert mounts[children.CACHE_VOLUME] == SETTINGS.compile_cache_dir
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes[children.STATS_VOLUME] == {"name": "stats", "emptyDir": {}}
@@ -148,9 +144,7 @@ def test_compile_cache_and_checkpoint_claims_are_mounted_when_configured() -> No
         ),
     ],
 )
-def test_resources(
-    resources: api.Resources, want_requests: dict[str, str], want_limits: dict[str, str]
-) -> None:
+def test_resources(resources: api.Resources, want_requests: dict[str, str], want_limits: dict[str, str]) -> None:
     trainer = containers(children.worker_job(b.owner(b.spec(resources=resources)), SETTINGS))["trainer"]
     assert trainer["resources"] == {"requests": want_requests, "limits": want_limits}
 
@@ -178,9 +172,7 @@ def test_scheduling_constraints_from_spec_and_settings() -> None:
         {"key": "t", "operator": "Exists"},
         {"key": "dedicated", "operator": "Exists"},
     ]
-    term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ][0]
+    term = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
     assert term["matchExpressions"] == [{"key": labels.CAPACITY_TYPE, "operator": "In", "values": ["spot"]}]
     assert tpl["metadata"]["annotations"] == {
         api.GPU_MODELS_ANNOTATION: "H100,A100",
@@ -212,9 +204,7 @@ def test_service_is_headless_and_selects_the_workers() -> None:
 
 def test_template_hash_ignores_elastic_replicas_but_not_settings() -> None:
     def h(**kw: Any) -> str:
-        return children.template_hash(
-            b.owner(b.spec(elastic={"minReplicas": 1, "maxReplicas": 8}, **kw)), SETTINGS
-        )
+        return children.template_hash(b.owner(b.spec(elastic={"minReplicas": 1, "maxReplicas": 8}, **kw)), SETTINGS)
 
     assert h(replicas=2) == h(replicas=5)
     assert h(replicas=2) != h(replicas=2, precision="fp32")

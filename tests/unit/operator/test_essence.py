@@ -32,9 +32,7 @@ BODY: dict[str, Any] = {
 def test_same_essence_as_kopf() -> None:
     body = kopf.Body(cast(kopf.RawBody, BODY))
     ours = TrimmedDiffBaseStorage(prefix="statictrain.io", key="last-handled-configuration").build(body=body)
-    theirs = kopf.AnnotationsDiffBaseStorage(prefix="statictrain.io", key="last-handled-configuration").build(
-        body=body
-    )
+    theirs = kopf.AnnotationsDiffBaseStorage(prefix="statictrain.io", key="last-handled-configuration").build(body=body)
     assert ours == theirs
     assert ours["spec"] == BODY["spec"] and "status" not in ours
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import kopf
 import pytest
-from statictrain_operator import children, handlers, reconcile, runtime
+from statictrain_operator import children, converger, reconcile, runtime
 from statictrain_operator.settings import Settings
 
 from . import builders as b
@@ -57,9 +57,32 @@ def test_probe_is_disabled_without_a_heartbeat_namespace() -> None:
 def test_job_after_plan() -> None:
     o = b.owner()
     job = b.observed(children.worker_job(o, Settings()))
-    assert handlers._job_after(reconcile.Plan(delete_job=True), job) is None
+    assert converger.job_after(reconcile.Plan(delete_job=True), job) is None
     created = children.worker_job(o, Settings())
-    assert handlers._job_after(reconcile.Plan(create=[created]), None) is created
-    patched = handlers._job_after(reconcile.Plan(job_patch={"spec": {"suspend": True}}), job)
+    assert converger.job_after(reconcile.Plan(create=[created]), None) is created
+    patched = converger.job_after(reconcile.Plan(job_patch={"spec": {"suspend": True}}), job)
     assert patched is not None and patched["spec"]["suspend"] is True
-    assert handlers._job_after(reconcile.Plan(), job) is job
+    assert converger.job_after(reconcile.Plan(), job) is job
+
+
+def test_index_snapshots_keep_what_planning_reads() -> None:
+    """The template hash lives in an annotation: a snapshot without it would rebuild workers forever."""
+    from statictrain_operator import handlers
+
+    raw = {
+        "metadata": {
+            "name": "a-worker",
+            "namespace": "n",
+            "uid": "u",
+            "labels": {"x": "y"},
+            "annotations": {"statictrain.io/template-hash": "abc"},
+            "ownerReferences": [{"uid": "o"}],
+            "generation": 2,
+        },
+        "spec": {"parallelism": 2},
+        "status": {"ready": 1},
+    }
+    snap = handlers._snapshot(kopf.Body(cast(kopf.RawBody, raw)))
+    assert snap["metadata"]["annotations"] == {"statictrain.io/template-hash": "abc"}
+    assert snap["metadata"]["ownerReferences"] == [{"uid": "o"}]
+    assert (snap["spec"], snap["status"], snap["uid"]) == ({"parallelism": 2}, {"ready": 1}, "u")

@@ -33,6 +33,7 @@ def test_kopf_settings_filter_jobs_server_side() -> None:
     assert ks.execution.max_workers == 7
     assert list(ks.watching.label_selectors.values()) == [
         "app.kubernetes.io/managed-by=statictrain",
+        "app.kubernetes.io/managed-by=statictrain",
         "statictrain.io/heartbeat=true",
     ]
 

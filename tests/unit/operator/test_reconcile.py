@@ -86,9 +86,7 @@ def test_never_adopts_children_of_another_owner() -> None:
 
 def test_hash_annotation_is_on_the_desired_job() -> None:
     job = children.worker_job(b.owner(), S)
-    assert job["metadata"]["annotations"][api.TEMPLATE_HASH_ANNOTATION] == children.template_hash(
-        b.owner(), S
-    )
+    assert job["metadata"]["annotations"][api.TEMPLATE_HASH_ANNOTATION] == children.template_hash(b.owner(), S)
 
 
 def test_a_finished_job_whose_children_are_gone_is_never_restarted() -> None:

@@ -29,9 +29,7 @@ def job(**kw: Any) -> dict[str, Any]:
         pytest.param(b.spec(), job(), "Created", "WorkersStarting", id="pods-pending"),
         pytest.param(b.spec(), job(active=2, ready=1), "Created", "WorkersStarting", id="half-ready"),
         pytest.param(b.spec(), job(active=2, ready=2), "Running", "WorkersReady", id="all-ready"),
-        pytest.param(
-            b.spec(), job(active=2, ready=1, failed=1), "Restarting", "WorkerFailed", id="one-failed"
-        ),
+        pytest.param(b.spec(), job(active=2, ready=1, failed=1), "Restarting", "WorkerFailed", id="one-failed"),
         pytest.param(b.spec(), job(active=2, ready=2, failed=1), "Running", "WorkersReady", id="recovered"),
         pytest.param(
             b.spec(),
@@ -97,25 +95,20 @@ def test_conditions_follow_the_lifecycle_and_keep_transition_times() -> None:
 
 
 def test_counts_selector_and_workers() -> None:
-    s = status.compute(
-        "gpt2", b.spec(), generation=3, job=job(active=2, ready=1, failed=1), current={}, now=NOW
-    )
+    s = status.compute("gpt2", b.spec(), generation=3, job=job(active=2, ready=1, failed=1), current={}, now=NOW)
     assert (s["replicas"], s["readyReplicas"], s["restarts"], s["observedGeneration"]) == (2, 1, 1, 3)
     assert s["selector"] == "statictrain.io/job=gpt2,statictrain.io/role=worker"
     assert s["workers"] == {"job": "gpt2-worker", "service": "gpt2-worker"}
 
 
 def test_finished_job_keeps_its_phase_when_the_workers_are_gone() -> None:
-    assert (
-        status.compute("gpt2", b.spec(), generation=1, job=None, current={"phase": "Succeeded"}, now=NOW)
-        == {}
-    )
+    assert status.compute("gpt2", b.spec(), generation=1, job=None, current={"phase": "Succeeded"}, now=NOW) == {}
 
 
 def test_changed_fields_is_a_minimal_patch() -> None:
-    assert status.changed_fields(
-        {"phase": "Running", "replicas": 2}, {"phase": "Running", "replicas": 3}
-    ) == {"replicas": 3}
+    assert status.changed_fields({"phase": "Running", "replicas": 2}, {"phase": "Running", "replicas": 3}) == {
+        "replicas": 3
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,153 @@
+"""The one place that acts on the difference between desired and observed children.
+
+Level-based: every event about a job, its worker Job or its Service (and a
+periodic resync) calls ``converge(key)``, which reads the latest state from
+kopf's in-memory indexes (no API reads), asks ``reconcile.plan`` what to write,
+writes it through the kube layer, and patches status when it changed. Running
+it twice, or after a crash at any point, does the right thing: creating what
+exists is a 409 (then it reads the API and plans again), nothing is adopted.
+
+Calls for one job are serialized by a per-job lock; writes run in threads.
+Objects created here are remembered until the watch brings them into the
+index, so a quick second event does not try to create them again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from statictrain import api
+
+from . import children, reconcile, status
+from .kube import trainingjobs, workers
+from .runtime import Runtime
+
+Key = tuple[str, str]
+"""(namespace, job name)."""
+Lookup = Callable[[Key], Mapping[str, Any] | None]
+
+
+def job_after(plan: reconcile.Plan, observed: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The worker Job as it will be once `plan` is applied (for the status computed right after)."""
+    if plan.delete_job:
+        return None
+    created = [obj for obj in plan.create if obj["kind"] == "Job"]
+    if created:
+        return created[0]
+    if observed is not None and plan.job_patch:
+        return {**observed, "spec": {**observed.get("spec", {}), **plan.job_patch["spec"]}}
+    return observed
+
+
+def owner_of(view: Mapping[str, Any]) -> children.Owner:
+    meta = view["metadata"]
+    return children.Owner(meta["name"], meta["namespace"], meta["uid"], meta.get("labels") or {}, view["spec"])
+
+
+class Converger:
+    """Converges jobs; `trainingjob`, `worker_job` and `service` look up the indexes by key."""
+
+    def __init__(self, rt: Runtime, trainingjob: Lookup, worker_job: Lookup, service: Lookup, logger: Any) -> None:
+        self.rt = rt
+        self.trainingjob, self.worker_job, self.service = trainingjob, worker_job, service
+        self.logger = logger
+        self.locks: dict[Key, asyncio.Lock] = {}
+        self.recent: dict[Key, dict[str, Mapping[str, Any]]] = {}
+        self.scheduled: set[Key] = set()
+
+    async def converge(self, key: Key) -> None:
+        lock = self.locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            try:
+                wait = await self._converge(key)
+            except Exception as e:  # API trouble: log it and look again soon (level-based, nothing lost)
+                self.logger.warning(f"{key[0]}/{key[1]}: {type(e).__name__}: {e}; retrying")
+                wait = str(e)
+        if wait:
+            self.later(key)
+        elif self.trainingjob(key) is None:
+            self.locks.pop(key, None)
+            self.recent.pop(key, None)
+
+    def later(self, key: Key) -> None:
+        """Converge `key` again after settings.requeue_s (once, however often asked)."""
+        if key in self.scheduled:
+            return
+        self.scheduled.add(key)
+
+        async def again() -> None:
+            await asyncio.sleep(self.rt.settings.requeue_s)
+            self.scheduled.discard(key)
+            await self.converge(key)
+
+        self.rt.tasks.append(asyncio.get_running_loop().create_task(again()))
+        self.rt.tasks[:] = [t for t in self.rt.tasks if not t.done()]
+
+    def _observed(self, key: Key, kind: str, indexed: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+        recent = self.recent.get(key, {})
+        if indexed is not None:
+            recent.pop(kind, None)
+            return indexed
+        return recent.get(kind)
+
+    async def _converge(self, key: Key) -> str | None:
+        view = self.trainingjob(key)
+        if view is None or view["metadata"].get("deletionTimestamp"):
+            return None
+        owner = owner_of(view)
+        svc = self._observed(key, "Service", self.service(key))
+        job = self._observed(key, "Job", self.worker_job(key))
+        current: api.Status = view.get("status") or {}
+        finished = current.get("phase") in api.FINISHED_PHASES
+        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
+        if not plan.empty:
+            plan, job = await asyncio.to_thread(self._apply, key, owner, plan, svc=svc, job=job, finished=finished)
+        new = status.compute(
+            owner.name,
+            owner.spec,
+            generation=view["metadata"].get("generation", 0),
+            job=job_after(plan, job),
+            current=current,
+            now=self.rt.clock(),
+        )
+        diff = status.changed_fields(current, new)
+        if diff:
+            await asyncio.to_thread(trainingjobs.patch_status, self.rt.clients, owner.namespace, owner.name, diff)
+        return plan.wait
+
+    def _apply(
+        self,
+        key: Key,
+        owner: children.Owner,
+        plan: reconcile.Plan,
+        *,
+        svc: Mapping[str, Any] | None,
+        job: Mapping[str, Any] | None,
+        finished: bool,
+    ) -> tuple[reconcile.Plan, Mapping[str, Any] | None]:
+        """Write `plan` (blocking). Returns the plan carried out and the Job it saw."""
+        c, name = self.rt.clients, children.worker_name(owner.name)
+        existed = False
+        for obj in plan.create:
+            if workers.create(c, obj):
+                self.recent.setdefault(key, {})[obj["kind"]] = obj
+                self.logger.info(f"{owner.namespace}/{owner.name}: created {obj['kind']} {name}")
+            else:
+                existed = True
+        if existed:  # the index is behind, or a leftover of an older job: read and plan again
+            svc = workers.read_service(c, owner.namespace, name)
+            job = workers.read_job(c, owner.namespace, name)
+            plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
+            for obj in plan.create:
+                if workers.create(c, obj):
+                    self.recent.setdefault(key, {})[obj["kind"]] = obj
+        if plan.job_patch:
+            workers.patch_job(c, owner.namespace, name, plan.job_patch)
+            self.logger.info(f"{owner.namespace}/{owner.name}: patched Job {name}: {plan.job_patch['spec']}")
+        if plan.delete_job:
+            workers.delete_job(c, owner.namespace, name)
+            self.recent.get(key, {}).pop("Job", None)
+            self.logger.info(f"{owner.namespace}/{owner.name}: deleted Job {name} to rebuild its workers")
+        return plan, job
