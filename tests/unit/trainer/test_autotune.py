@@ -82,9 +82,7 @@ def test_stops_doubling_when_gain_is_small() -> None:
 def test_budget_spent_skips_the_rest() -> None:
     clock = FakeClock()
     runner, calls = fake_runner(clock, lambda c: float(c.batch_size), seconds_each=30.0)
-    report = Autotuner(
-        Candidate("default", 8), max_batch=64, budget_s=50, runner=runner, clock=clock, gpu=True
-    ).tune()
+    report = Autotuner(Candidate("default", 8), max_batch=64, budget_s=50, runner=runner, clock=clock, gpu=True).tune()
     assert calls == ["default@8", "default@16"]
     skipped = [o for o in report.outcomes if o.error == "skipped: budget spent"]
     assert [o.candidate.label for o in skipped] == [
@@ -97,9 +95,7 @@ def test_budget_spent_skips_the_rest() -> None:
 
 
 def test_nothing_finishes_keeps_the_job_settings() -> None:
-    chosen, reason = choose(
-        [Outcome(Candidate("default", 8), ok=False, error="out of memory")], Candidate("none", 8)
-    )
+    chosen, reason = choose([Outcome(Candidate("default", 8), ok=False, error="out of memory")], Candidate("none", 8))
     assert chosen == Candidate("none", 8)
     assert "no candidate finished" in reason and "out of memory" in reason
 

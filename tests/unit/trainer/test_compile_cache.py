@@ -12,10 +12,7 @@ def test_key_depends_on_model_settings_torch_and_device() -> None:
     fp = model_fingerprint(nn.Linear(4, 4))
     base = make_key(fp, {"mode": "default"}, "2.11.0", "cuda-sm90-NVIDIA_H200")
     assert make_key(fp, {"mode": "default"}, "2.11.0", "cuda-sm90-NVIDIA_H200") == base
-    assert (
-        make_key(model_fingerprint(nn.Linear(4, 5)), {"mode": "default"}, "2.11.0", "x").workload
-        != base.workload
-    )
+    assert make_key(model_fingerprint(nn.Linear(4, 5)), {"mode": "default"}, "2.11.0", "x").workload != base.workload
     assert make_key(fp, {"mode": "max-autotune"}, "2.11.0", "x").workload != base.workload
     other_torch = make_key(fp, {"mode": "default"}, "2.12.0", "cuda-sm90-NVIDIA_H200")
     assert other_torch.workload == base.workload and other_torch.environment != base.environment
@@ -28,9 +25,7 @@ def test_fingerprint_ignores_values() -> None:
     assert model_fingerprint(a) == model_fingerprint(b)
 
 
-def test_cache_of_another_torch_is_ignored_with_a_log_line(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_cache_of_another_torch_is_ignored_with_a_log_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     fp = model_fingerprint(nn.Linear(4, 4))
     old = CompileCache(tmp_path, make_key(fp, {}, "2.9.0", "cuda-sm90-NVIDIA_H200"))
     old.folder.mkdir(parents=True)

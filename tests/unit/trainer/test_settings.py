@@ -58,18 +58,12 @@ def test_all_fields_read() -> None:
         pytest.param(
             {**BASE, envvars.COMPILE_MODE: "fast"}, "STATICTRAIN_COMPILE_MODE='fast' is not one of", id="mode"
         ),
-        pytest.param(
-            {**BASE, envvars.PRECISION: "fp8"}, "STATICTRAIN_PRECISION='fp8' is not one of", id="precision"
-        ),
-        pytest.param(
-            {**BASE, envvars.MAX_STEPS: "ten"}, "STATICTRAIN_MAX_STEPS='ten' is not an integer", id="int"
-        ),
+        pytest.param({**BASE, envvars.PRECISION: "fp8"}, "STATICTRAIN_PRECISION='fp8' is not one of", id="precision"),
+        pytest.param({**BASE, envvars.MAX_STEPS: "ten"}, "STATICTRAIN_MAX_STEPS='ten' is not an integer", id="int"),
         pytest.param({**BASE, envvars.MAX_STEPS: "0"}, "STATICTRAIN_MAX_STEPS=0 must be >= 1", id="min"),
         pytest.param({**BASE, envvars.COMPILE_FULLGRAPH: "maybe"}, "is not a boolean", id="bool"),
         pytest.param({**BASE, envvars.AUTOTUNE_BUDGET_S: "nan"}, "must be a finite number", id="nan"),
-        pytest.param(
-            {**BASE, envvars.WORLD_SIZE: "2", "RANK": "2"}, "RANK=2 must be < WORLD_SIZE=2", id="rank"
-        ),
+        pytest.param({**BASE, envvars.WORLD_SIZE: "2", "RANK": "2"}, "RANK=2 must be < WORLD_SIZE=2", id="rank"),
     ],
 )
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import statistics
@@ -57,9 +58,7 @@ def test_grad_accumulation_matches_a_larger_batch(tmp_path: Path) -> None:
 
 
 def test_max_tokens_and_resume_skip_a_truncated_checkpoint(tmp_path: Path) -> None:
-    first = Trainer(
-        _settings(tmp_path, **{envvars.MAX_STEPS: "10", envvars.CHECKPOINT_EVERY: "5"}), tiny.build(), CPU
-    )
+    first = Trainer(_settings(tmp_path, **{envvars.MAX_STEPS: "10", envvars.CHECKPOINT_EVERY: "5"}), tiny.build(), CPU)
     first.run()
     ckpt = tmp_path / "ckpt"
     assert checkpoint.list_steps(ckpt) == [10, 5]
@@ -73,9 +72,7 @@ def test_max_tokens_and_resume_skip_a_truncated_checkpoint(tmp_path: Path) -> No
 
 def test_two_rank_ddp_matches_one_rank_with_double_batch(trainer_env: RunEnv, tmp_path: Path) -> None:
     steps = "6"
-    one = trainer_env(
-        **{envvars.BATCH_SIZE: "8", envvars.MAX_STEPS: steps, envvars.STATS_DIR: str(tmp_path / "s1")}
-    )
+    one = trainer_env(**{envvars.BATCH_SIZE: "8", envvars.MAX_STEPS: steps, envvars.STATS_DIR: str(tmp_path / "s1")})
     done = run_trainer(one)
     assert done.returncode == ExitCode.OK, done.stderr[-2000:]
     two = trainer_env(
@@ -154,3 +151,35 @@ def test_second_process_finds_the_compile_cache(compiled_runs: tuple[Path, Path,
     assert not any(r.cache_hit for r in read_records(first))
     assert all(r.cache_hit for r in read_records(second))
     assert list(cache.glob("*/*.bin"))
+
+
+@pytest.mark.slow
+def test_autotune_under_ddp_picks_batch_and_bucket_then_trains(trainer_env: RunEnv, tmp_path: Path) -> None:
+    env = trainer_env(
+        **{
+            envvars.AUTOTUNE: "on",
+            envvars.AUTOTUNE_BUDGET_S: "120",
+            envvars.MAX_STEPS: "4",
+            envvars.STATS_DIR: str(tmp_path / "stats"),
+        }
+    )
+    torchrun = Path(sys.executable).with_name("torchrun")
+    done = subprocess.run(
+        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "statictrain_trainer.main"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((tmp_path / "stats" / "autotune.json").read_text())
+    ok = [o for o in report["outcomes"] if o["ok"]]
+    assert ok and all(o["samples_per_s"] > 0 for o in ok)
+    assert report["reason"].startswith(f"picked none@{report['chosen']['batch_size']}")
+    bucket = report["bucket"]
+    assert [o["bucket_cap_mb"] for o in bucket["outcomes"]] == [25, 50, 100, 200]
+    assert bucket["chosen"] in (25, 50, 100, 200)
+    records = read_records(tmp_path / "stats")
+    assert [r.step for r in records] == [1, 2, 3, 4]
+    assert {r.samples for r in records} == {2 * report["chosen"]["batch_size"]}

@@ -83,10 +83,15 @@ class Report:
     """Every trial, in order."""
 
     def to_json(self) -> dict[str, Any]:
+        """Plain JSON (NaN written as null)."""
+
+        def clean(d: dict[str, Any]) -> dict[str, Any]:
+            return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in d.items()}
+
         return {
             "chosen": asdict(self.chosen),
             "reason": self.reason,
-            "outcomes": [{**asdict(o), "candidate": o.candidate.label} for o in self.outcomes],
+            "outcomes": [clean({**asdict(o), "candidate": o.candidate.label}) for o in self.outcomes],
         }
 
 
@@ -115,7 +120,7 @@ def choose(outcomes: list[Outcome], fallback: Candidate) -> tuple[Candidate, str
         )
     best = good[0]
     text = f"picked {best.candidate.label}: {best.samples_per_s:.1f} samples/s"
-    if not math.isnan(best.tokens_per_s):
+    if best.tokens_per_s > 0:
         text += f" ({best.tokens_per_s:,.0f} tokens/s)"
     if not math.isnan(best.mfu):
         text += f", MFU {best.mfu:.3f}"
@@ -157,18 +162,14 @@ class Autotuner:
     def _try(self, candidate: Candidate) -> Outcome:
         left = self._left()
         if left <= 0 or self.stop.is_set():
-            outcome = Outcome(
-                candidate, ok=False, error="skipped: budget spent" if left <= 0 else "skipped: stop"
-            )
+            outcome = Outcome(candidate, ok=False, error="skipped: budget spent" if left <= 0 else "skipped: stop")
         else:
             outcome = self.runner(candidate, left)
         self.outcomes.append(outcome)
         log.info(
             "autotune %s: %s",
             candidate.label,
-            f"{outcome.samples_per_s:.1f} samples/s in {outcome.seconds:.1f} s"
-            if outcome.ok
-            else outcome.error,
+            f"{outcome.samples_per_s:.1f} samples/s in {outcome.seconds:.1f} s" if outcome.ok else outcome.error,
         )
         return outcome
 
@@ -291,9 +292,7 @@ def tune_settings(
     """Run the autotuner for this rank's device with the job's settings as the starting point."""
     base = Candidate(settings.compile_mode, settings.batch_size or workload_batch)
     log_dir = settings.stats_dir / "autotune-logs" if settings.stats_dir is not None else None
-    runner = subprocess_runner(
-        os.environ if env is None else env, settings.local_rank, clock, log_dir=log_dir
-    )
+    runner = subprocess_runner(os.environ if env is None else env, settings.local_rank, clock, log_dir=log_dir)
     tuner = Autotuner(
         base,
         max_batch=workload_max_batch or 8 * base.batch_size,

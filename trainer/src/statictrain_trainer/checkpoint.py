@@ -90,9 +90,7 @@ def load_latest(directory: Path, map_location: str | torch.device = "cpu") -> Ch
             log.warning("skipping unreadable checkpoint %s: %s: %s", path, type(e).__name__, e)
             continue
         if not isinstance(state, dict) or state.get("format") != FORMAT_VERSION or state.get("step") != step:
-            log.warning(
-                "skipping checkpoint %s: not a statictrain checkpoint of format %d", path, FORMAT_VERSION
-            )
+            log.warning("skipping checkpoint %s: not a statictrain checkpoint of format %d", path, FORMAT_VERSION)
             continue
         return Checkpoint(step=step, path=path, state=state)
     return None

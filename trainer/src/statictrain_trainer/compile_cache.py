@@ -64,9 +64,7 @@ def device_tag(device: torch.device) -> str:
     return device.type
 
 
-def make_key(
-    fingerprint: str, graph_settings: dict[str, object], torch_version: str, device: str
-) -> CacheKey:
+def make_key(fingerprint: str, graph_settings: dict[str, object], torch_version: str, device: str) -> CacheKey:
     """Combine model, settings, torch version and device into a key (pure)."""
     h = hashlib.sha256(fingerprint.encode())
     h.update(json.dumps(graph_settings, sort_keys=True).encode())
@@ -97,8 +95,7 @@ class CompileCache:
             others = sorted(p.stem for p in self.folder.glob("*.bin")) if self.folder.is_dir() else []
             if others:
                 reason = (
-                    f"compile cache ignored: it holds artifacts for {', '.join(others)}, "
-                    f"not {self.key.environment}"
+                    f"compile cache ignored: it holds artifacts for {', '.join(others)}, not {self.key.environment}"
                 )
             else:
                 reason = f"compile cache miss: nothing under {self.folder}"

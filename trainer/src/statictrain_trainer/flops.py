@@ -30,9 +30,7 @@ def peak_tflops(device_name: str, precision: str, override: float = 0.0) -> floa
     return math.nan
 
 
-def mfu(
-    flops_per_sample: float, samples_per_second: float, peak_tflops_per_device: float, devices: int
-) -> float:
+def mfu(flops_per_sample: float, samples_per_second: float, peak_tflops_per_device: float, devices: int) -> float:
     """Model FLOPs utilisation: achieved training FLOP/s over the devices' peak; NaN when unknown."""
     if flops_per_sample <= 0 or not math.isfinite(peak_tflops_per_device) or peak_tflops_per_device <= 0:
         return math.nan

@@ -140,9 +140,7 @@ class Trainer:
         else:
             self._open_cache()
             mode = None if settings.compile_mode == "default" else settings.compile_mode
-            self.forward = torch.compile(
-                module, mode=mode, fullgraph=settings.fullgraph, dynamic=settings.dynamic
-            )
+            self.forward = torch.compile(module, mode=mode, fullgraph=settings.fullgraph, dynamic=settings.dynamic)
         self.peak = peak_tflops(self._device_name(), settings.precision, settings.peak_tflops)
 
     def _device_name(self) -> str:
@@ -238,9 +236,7 @@ class Trainer:
         """Mean loss over ranks and whether any rank was asked to stop."""
         if not self.ctx.distributed:
             return float(loss.item()), self.stop.is_set()
-        flag = (
-            torch.ones((), device=loss.device) if self.stop.is_set() else torch.zeros((), device=loss.device)
-        )
+        flag = torch.ones((), device=loss.device) if self.stop.is_set() else torch.zeros((), device=loss.device)
         both = torch.stack([loss, flag])
         dist.all_reduce(both)
         values = both.tolist()
@@ -256,11 +252,7 @@ class Trainer:
 
     def _save_cache_if_new(self, before: dynamo_stats.CompileStats, after: dynamo_stats.CompileStats) -> None:
         """Save artifacts after steps that really compiled, unless they came from the cache."""
-        if (
-            self.cache is None
-            or not self.ctx.is_main
-            or (self.cache_load is not None and self.cache_load.hit)
-        ):
+        if self.cache is None or not self.ctx.is_main or (self.cache_load is not None and self.cache_load.hit):
             return
         if after.fx_cache_misses == before.fx_cache_misses and after.unique_graphs == before.unique_graphs:
             return
@@ -323,9 +315,7 @@ class Trainer:
             result.peak_memory_bytes = torch.cuda.max_memory_allocated(self.ctx.device)
         return result
 
-    def _record(
-        self, step: int, seconds: float, loss: float, counts: dynamo_stats.CompileStats
-    ) -> channel.StepRecord:
+    def _record(self, step: int, seconds: float, loss: float, counts: dynamo_stats.CompileStats) -> channel.StepRecord:
         samples_per_s = self.samples_per_step / seconds if seconds > 0 else 0.0
         return channel.StepRecord(
             step=step,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -27,6 +28,7 @@ from statictrain import envvars
 
 from . import distributed
 from .autotune import tune_settings
+from .bucket_tune import tune_bucket_cap
 from .errors import classify
 from .exitcodes import ExitCode
 from .loop import Trainer
@@ -43,8 +45,10 @@ DEFAULT_TERMINATION_LOG = Path("/dev/termination-log")
 def _autotune(
     settings: TrainerSettings, workload: Workload, ctx: distributed.DistContext, stop: threading.Event
 ) -> TrainerSettings:
-    """Rank 0 tunes on its device; every rank takes its choice."""
+    """Rank 0 searches mode and batch on its device; with DDP all ranks then measure bucket sizes."""
+    t0 = time.perf_counter()
     choice: list[object] = [None]
+    report_json: dict[str, object] = {}
     if ctx.is_main:
         report = tune_settings(
             settings,
@@ -55,16 +59,34 @@ def _autotune(
             stop=stop,
         )
         log.info("autotune: %s", report.reason)
-        if settings.stats_dir is not None:
-            settings.stats_dir.mkdir(parents=True, exist_ok=True)
-            (settings.stats_dir / "autotune.json").write_text(json.dumps(report.to_json(), indent=1))
+        report_json = report.to_json()
         choice = [(report.chosen.compile_mode, report.chosen.batch_size)]
     if ctx.distributed:
         dist.broadcast_object_list(choice, src=0)
     picked = choice[0]
     assert isinstance(picked, tuple)
     mode, batch = picked
-    return dataclasses.replace(settings, compile_mode=mode, batch_size=batch)
+    settings = dataclasses.replace(settings, compile_mode=mode, batch_size=batch)
+    if ctx.distributed:
+        left = settings.autotune_budget_s - (time.perf_counter() - t0)
+        cap, reason, outcomes = tune_bucket_cap(settings, workload, ctx, budget_s=left, stop=stop)
+        log.info("autotune: %s", reason)
+        report_json["bucket"] = {
+            "chosen": cap,
+            "reason": reason,
+            "outcomes": [
+                {
+                    "bucket_cap_mb": o.bucket_cap_mb,
+                    "step_seconds": o.step_seconds if math.isfinite(o.step_seconds) else None,
+                }
+                for o in outcomes
+            ],
+        }
+        settings = dataclasses.replace(settings, bucket_cap_mb=cap)
+    if ctx.is_main and settings.stats_dir is not None:
+        settings.stats_dir.mkdir(parents=True, exist_ok=True)
+        (settings.stats_dir / "autotune.json").write_text(json.dumps(report_json, indent=1))
+    return settings
 
 
 def train(settings: TrainerSettings, stop: threading.Event) -> ExitCode:

@@ -13,9 +13,7 @@ from .settings import Precision
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def autocast_factory(
-    precision: Precision, device: torch.device
-) -> Callable[[], AbstractContextManager[object]]:
+def autocast_factory(precision: Precision, device: torch.device) -> Callable[[], AbstractContextManager[object]]:
     """A function that returns a fresh autocast context (a no-op for fp32)."""
     dtype = _DTYPES.get(precision)
     if dtype is None:

@@ -28,9 +28,7 @@ from .settings import TrainerSettings, settings_from_env
 from .workload import Workload, load_entrypoint
 
 
-def summarize(
-    result: RunResult, warmup: int, workload: Workload, peak: float, world_size: int
-) -> dict[str, Any]:
+def summarize(result: RunResult, warmup: int, workload: Workload, peak: float, world_size: int) -> dict[str, Any]:
     """Throughput and compile figures of a finished trial (pure)."""
     steady = result.steady_step_seconds(warmup)
     samples_per_s = result.samples_per_step / steady if steady > 0 else math.nan

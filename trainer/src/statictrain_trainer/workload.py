@@ -70,9 +70,7 @@ def load_entrypoint(spec: str) -> Workload:
     except ModuleNotFoundError as e:
         raise UserError(f"entrypoint {spec!r}: cannot import module {module_name!r} ({e})") from None
     except Exception as e:
-        raise UserError(
-            f"entrypoint {spec!r}: importing {module_name!r} raised {type(e).__name__}: {e}"
-        ) from e
+        raise UserError(f"entrypoint {spec!r}: importing {module_name!r} raised {type(e).__name__}: {e}") from e
     func = getattr(module, func_name, None)
     if func is None or not callable(func):
         raise UserError(f"entrypoint {spec!r}: module {module_name!r} has no function {func_name!r}")
@@ -94,9 +92,7 @@ def load_entrypoint(spec: str) -> Workload:
             "expected statictrain_trainer.workload.Workload"
         )
     if not isinstance(result.model, nn.Module):
-        raise UserError(
-            f"entrypoint {spec!r}: Workload.model is {type(result.model).__name__}, not nn.Module"
-        )
+        raise UserError(f"entrypoint {spec!r}: Workload.model is {type(result.model).__name__}, not nn.Module")
     if result.batch_size < 1:
         raise UserError(f"entrypoint {spec!r}: Workload.batch_size must be >= 1, got {result.batch_size}")
     if not result.name:

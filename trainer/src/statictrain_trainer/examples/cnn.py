@@ -27,9 +27,7 @@ class ResBlock(nn.Module):
 class SmallCNN(nn.Module):
     def __init__(self, width: int = 64) -> None:
         super().__init__()
-        self.stem = nn.Sequential(
-            nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU()
-        )
+        self.stem = nn.Sequential(nn.Conv2d(3, width, 3, padding=1, bias=False), nn.BatchNorm2d(width), nn.ReLU())
         self.stage1 = ResBlock(width)
         self.down = nn.Conv2d(width, 2 * width, 3, stride=2, padding=1, bias=False)
         self.stage2 = ResBlock(2 * width)

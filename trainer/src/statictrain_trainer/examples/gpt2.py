@@ -133,6 +133,4 @@ def build() -> Workload:
 
 def build_small() -> Workload:
     """2 layers, d=64, vocab 256, T=64: the same code at CPU size."""
-    return workload(
-        GPTConfig(n_layer=2, n_head=2, n_embd=64, vocab_size=256, block_size=64), 4, "gpt2-small-cpu"
-    )
+    return workload(GPTConfig(n_layer=2, n_head=2, n_embd=64, vocab_size=256, block_size=64), 4, "gpt2-small-cpu")
