@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import kopf
 import pytest
-from statictrain_operator import children, converger, reconcile, runtime
+from statictrain_operator import children, converger, handlers, reconcile, runtime
 from statictrain_operator.settings import Settings
 
 from . import builders as b
@@ -67,8 +67,6 @@ def test_job_after_plan() -> None:
 
 def test_index_snapshots_keep_what_planning_reads() -> None:
     """The template hash lives in an annotation: a snapshot without it would rebuild workers forever."""
-    from statictrain_operator import handlers
-
     raw = {
         "metadata": {
             "name": "a-worker",
