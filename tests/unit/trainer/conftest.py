@@ -53,6 +53,19 @@ def run_trainer(env: dict[str, str], timeout: float = 600) -> subprocess.Complet
     )
 
 
+def run_torchrun(env: dict[str, str], nproc: int, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """The entry point under torchrun (standalone rendezvous on a free port)."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    return subprocess.run(
+        [str(torchrun), "--standalone", "--nproc_per_node", str(nproc), "-m", "statictrain_trainer.main"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def start_trainer(env: dict[str, str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "statictrain_trainer.main"],

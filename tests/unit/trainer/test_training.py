@@ -6,8 +6,6 @@ import json
 import math
 import os
 import statistics
-import subprocess
-import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from statictrain_trainer.exitcodes import ExitCode
 from statictrain_trainer.loop import Trainer
 from statictrain_trainer.settings import TrainerSettings, settings_from_env
 
-from .conftest import RunEnv, read_raw, read_records, run_trainer
+from .conftest import RunEnv, read_raw, read_records, run_torchrun, run_trainer
 
 CPU = DistContext(rank=0, local_rank=0, world_size=1, device=pick_device(0))
 
@@ -83,15 +81,7 @@ def test_two_rank_ddp_matches_one_rank_with_double_batch(trainer_env: RunEnv, tm
             envvars.CHECKPOINT_DIR: str(tmp_path / "ckpt2"),
         }
     )
-    torchrun = Path(sys.executable).with_name("torchrun")
-    ddp = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "statictrain_trainer.main"],
-        env=two,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    ddp = run_torchrun(two, nproc=2)
     assert ddp.returncode == 0, ddp.stderr[-3000:]
     r1, r2 = read_records(tmp_path / "s1"), read_records(tmp_path / "s2")
     assert [r.world_size for r in r2] == [2] * 6
@@ -163,15 +153,7 @@ def test_autotune_under_ddp_picks_batch_and_bucket_then_trains(trainer_env: RunE
             envvars.STATS_DIR: str(tmp_path / "stats"),
         }
     )
-    torchrun = Path(sys.executable).with_name("torchrun")
-    done = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "statictrain_trainer.main"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    done = run_torchrun(env, nproc=2)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((tmp_path / "stats" / "autotune.json").read_text())
     ok = [o for o in report["outcomes"] if o["ok"]]
