@@ -100,7 +100,5 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("-A", "--all-namespaces", action="store_true", help="every namespace")
     p.add_argument("--job", action="append", default=[], help="only this job (repeatable)")
     p.add_argument("--format", choices=["table", "json"], default="table")
-    p.add_argument(
-        "--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig (default $KUBECONFIG)"
-    )
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig (default $KUBECONFIG)")
     p.set_defaults(func=run)

@@ -74,9 +74,7 @@ class DetectorSettings:
         if not self.info_score <= self.warning_score <= self.critical_score <= 1.0:
             raise ValueError("DetectorSettings: need info_score <= warning_score <= critical_score <= 1")
         if not 0.5 < self.interval_width < 1.0:
-            raise ValueError(
-                f"DetectorSettings.interval_width must lie in (0.5, 1), got {self.interval_width}"
-            )
+            raise ValueError(f"DetectorSettings.interval_width must lie in (0.5, 1), got {self.interval_width}")
 
 
 @dataclass(frozen=True)
@@ -181,9 +179,7 @@ def prophet_expectation(
     fc = model.predict(pd.DataFrame({"ds": [t.replace(tzinfo=None) for t in recent_t]}))
     q = statistics.NormalDist().inv_cdf(0.5 + interval_width / 2)
     yhat = [float(v) for v in fc["yhat"]]
-    sd = [
-        max(float(u - lo) / (2 * q), 1e-12) for u, lo in zip(fc["yhat_upper"], fc["yhat_lower"], strict=True)
-    ]
+    sd = [max(float(u - lo) / (2 * q), 1e-12) for u, lo in zip(fc["yhat_upper"], fc["yhat_lower"], strict=True)]
     return yhat, sd
 
 
@@ -197,9 +193,7 @@ def assess(name: str, ts: Sequence[datetime], ys: Sequence[float], settings: Det
     med, robust_sd = robust_baseline(hist_y, settings.relative_floor)
     if len(hist_y) >= settings.prophet_min_points:
         method = Method.PROPHET
-        expected, sd = prophet_expectation(
-            hist_t, hist_y, rec_t, settings.interval_width, settings.prophet_max_iter
-        )
+        expected, sd = prophet_expectation(hist_t, hist_y, rec_t, settings.interval_width, settings.prophet_max_iter)
         sd = [max(s, settings.relative_floor * abs(med), 1e-12) for s in sd]
     else:
         method = Method.ROBUST
@@ -232,9 +226,7 @@ class CommitRegression:
     @property
     def message(self) -> str:
         """Evidence in words."""
-        return (
-            f"commit {self.commit} is {self.ratio:.2f}x worse than {self.previous} ({self.z:+.1f} robust sd)"
-        )
+        return f"commit {self.commit} is {self.ratio:.2f}x worse than {self.previous} ({self.z:+.1f} robust sd)"
 
 
 def commit_regression(

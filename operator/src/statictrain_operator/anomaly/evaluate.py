@@ -59,9 +59,7 @@ class JobApi(Protocol):
 
     def apply(self, namespace: str, name: str, intent: Intent) -> int | None: ...
 
-    def event(
-        self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime
-    ) -> None: ...
+    def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None: ...
 
 
 @dataclass
@@ -83,9 +81,7 @@ def current_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
     return {k: spec[k] for k in SETTINGS_FIELDS if k in spec}
 
 
-def set_condition(
-    conditions: list[dict[str, Any]], new: dict[str, Any], now: datetime
-) -> list[dict[str, Any]]:
+def set_condition(conditions: list[dict[str, Any]], new: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
     """Conditions with ``new`` in place of its type (lastTransitionTime moves only on a status change)."""
     out = [c for c in conditions if c.get("type") != new["type"]]
     old = next((c for c in conditions if c.get("type") == new["type"]), None)
@@ -110,9 +106,7 @@ class Evaluator:
 
     def fetch(
         self, name: str, namespace: str, now: datetime
-    ) -> tuple[
-        dict[str, tuple[list[datetime], list[float]]], dict[str, tuple[list[str], list[float]]], str | None
-    ]:
+    ) -> tuple[dict[str, tuple[list[datetime], list[float]]], dict[str, tuple[list[str], list[float]]], str | None]:
         """Series by name, step time labelled by commit, and why the data cannot be trusted (or None)."""
         end = now.timestamp()
         start = end - self.s.lookback_s
@@ -146,10 +140,7 @@ class Evaluator:
             return (
                 out,
                 by_commit,
-                (
-                    f"the newest {fnd.STEP_SECONDS} sample is {age.total_seconds():.0f} s old: "
-                    "scrapes have stopped"
-                ),
+                (f"the newest {fnd.STEP_SECONDS} sample is {age.total_seconds():.0f} s old: scrapes have stopped"),
             )
         return out, by_commit, None
 
@@ -231,9 +222,7 @@ class Evaluator:
             gen_after = self.api.apply(ns, name, todo)
             record = hist.with_intent(record, replace(todo, done=True, generation_after=gen_after))
             self.api.set_history(ns, name, hist.dumps(record))
-            self.api.event(
-                job, reason=f"Remediation{todo.action.value}", message=todo.reason, warning=True, now=now
-            )
+            self.api.event(job, reason=f"Remediation{todo.action.value}", message=todo.reason, warning=True, now=now)
             self.metrics.remediations.labels(name, ns, todo.action.value, mode.value).inc()
             outcome.applied.append(todo.action.value)
             action_text = todo.action.value
@@ -299,9 +288,7 @@ class Evaluator:
             items.append(item)
             if (item["metric"], item["time"]) not in seen:
                 outcome.new_anomalies.append(a.series)
-                self.metrics.anomalies.labels(
-                    meta["name"], meta["namespace"], a.series, a.severity.value
-                ).inc()
+                self.metrics.anomalies.labels(meta["name"], meta["namespace"], a.series, a.severity.value).inc()
                 self.api.event(
                     job,
                     reason="AnomalyDetected",
@@ -344,9 +331,7 @@ class Evaluator:
             "observedGeneration": int(meta.get("generation", 0)),
         }
         try:
-            self.api.patch_status(
-                meta["namespace"], meta["name"], {"conditions": set_condition(conditions, new, now)}
-            )
+            self.api.patch_status(meta["namespace"], meta["name"], {"conditions": set_condition(conditions, new, now)})
         except Exception as exc:  # the CRD may not list the condition type yet: say so, keep going
             log.warning(
                 "could not write the %s condition on %s/%s: %s",

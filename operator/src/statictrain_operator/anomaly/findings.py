@@ -70,9 +70,7 @@ def classify(
     if step is not None and _serious(step) and step.z > 0:
         out.append(Finding(FindingKind.THROUGHPUT_REGRESSION, STEP_SECONDS, step.since or now, step.message))
     elif tps is not None and _serious(tps) and tps.z < 0:
-        out.append(
-            Finding(FindingKind.THROUGHPUT_REGRESSION, TOKENS_PER_SECOND, tps.since or now, tps.message)
-        )
+        out.append(Finding(FindingKind.THROUGHPUT_REGRESSION, TOKENS_PER_SECOND, tps.since or now, tps.message))
     elif commit is not None:
         out.append(
             Finding(
@@ -106,9 +104,7 @@ def classify(
             )
     spent, limit_usd = money(cost_usd), money(budget_usd)
     if spent is not None and limit_usd is not None and spent >= limit_usd:
-        out.append(
-            Finding(FindingKind.OVER_BUDGET, "cost_usd", now, f"spent ${spent} of ${limit_usd} budget")
-        )
+        out.append(Finding(FindingKind.OVER_BUDGET, "cost_usd", now, f"spent ${spent} of ${limit_usd} budget"))
     cost = assessments.get(COST_USD_PER_HOUR)
     if cost is not None and _serious(cost) and cost.z > 0:
         out.append(Finding(FindingKind.COST_SPIKE, COST_USD_PER_HOUR, cost.since or now, cost.message))

@@ -22,10 +22,11 @@ from statictrain import labels
 
 from statictrain_operator.anomaly.evaluate import Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
+from statictrain_operator.anomaly.namespaces import NamespaceEvaluator
 from statictrain_operator.anomaly.settings import ENV_PREFIX, AnomalySettings
 from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.kube.clients import build
-from statictrain_operator.kube.remediate import KubeJobApi
+from statictrain_operator.kube.remediate import KubeJobApi, KubeNamespaceEvents
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +37,7 @@ def _now() -> datetime:
 
 def _interval() -> float:
     # kopf fixes a timer's interval at registration; the settings object validates the same variable.
-    return AnomalySettings.from_env(
-        {k: v for k, v in os.environ.items() if k == ENV_PREFIX + "INTERVAL_S"}
-    ).interval_s
+    return AnomalySettings.from_env({k: v for k, v in os.environ.items() if k == ENV_PREFIX + "INTERVAL_S"}).interval_s
 
 
 @kopf.on.startup()
@@ -47,13 +46,10 @@ async def anomaly_startup(memo: kopf.Memo, **_: Any) -> None:
     if not settings.enabled:
         return
     clients = await asyncio.to_thread(build, os.environ.get("KUBECONFIG"))
-    memo["anomaly_evaluator"] = Evaluator(
-        settings,
-        HttpPrometheus(settings.prometheus_url, settings.query_timeout_s),
-        KubeJobApi(clients.custom, clients.core),
-        AnomalyMetrics(REGISTRY),
-        _now,
-    )
+    prom = HttpPrometheus(settings.prometheus_url, settings.query_timeout_s)
+    metrics = AnomalyMetrics(REGISTRY)
+    memo["anomaly_evaluator"] = Evaluator(settings, prom, KubeJobApi(clients.custom, clients.core), metrics, _now)
+    memo["anomaly_namespaces"] = NamespaceEvaluator(settings, prom, KubeNamespaceEvents(clients.core), metrics, _now)
 
 
 @kopf.timer(
@@ -73,8 +69,15 @@ async def anomaly_timer(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
         return
     job = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
     outcome = await asyncio.to_thread(evaluator.evaluate, job)
+    namespaces: NamespaceEvaluator | None = memo.get("anomaly_namespaces")
+    if namespaces is not None:
+        await asyncio.to_thread(namespaces.maybe_evaluate, body.metadata.namespace or "")
     reason = outcome.decision.reason if outcome.decision else "RemediationOff"
     log.info(
         "anomaly check %s/%s: %s; new anomalies %s; actions %s",
-        body.metadata.namespace, body.metadata.name, reason, outcome.new_anomalies, outcome.applied,
+        body.metadata.namespace,
+        body.metadata.name,
+        reason,
+        outcome.new_anomalies,
+        outcome.applied,
     )

@@ -138,7 +138,5 @@ def track_good_settings(
     if r.candidate != cur or r.candidate_since is None:
         return replace(r, candidate=cur, candidate_since=now)
     if now - r.candidate_since >= settle:
-        return replace(
-            r, history=replace(r.history, last_good_settings=cur), candidate=None, candidate_since=None
-        )
+        return replace(r, history=replace(r.history, last_good_settings=cur), candidate=None, candidate_since=None)
     return r

@@ -41,3 +41,9 @@ def commit_query(job: str, namespace: str, rate_window_s: float) -> str:
         f"sum by (commit) (rate({selector(step + '_sum', sel)}[{w}])) / "
         f"sum by (commit) (rate({selector(step + '_count', sel)}[{w}]))"
     )
+
+
+def namespace_cost_query(namespace: str, rate_window_s: float) -> str:
+    """Cost rate of all jobs of a namespace, in USD per hour."""
+    sel = {"namespace": namespace}
+    return f"3600 * sum(rate({selector(metrics.JOB_COST_USD_TOTAL, sel)}[{range_duration(rate_window_s)}]))"

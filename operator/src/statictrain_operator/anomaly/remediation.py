@@ -160,9 +160,7 @@ def plan_action(finding: Finding, job: JobView, history: History) -> tuple[Actio
     if finding.kind is FindingKind.OVER_BUDGET:
         on_exceeded = spec.get("budget", {}).get("onExceeded", "Notify")
         if on_exceeded != "Suspend":
-            return (
-                f"budget.onExceeded is {on_exceeded}: set it to Suspend to let the operator suspend the job"
-            )
+            return f"budget.onExceeded is {on_exceeded}: set it to Suspend to let the operator suspend the job"
         if spec.get("suspend", False):
             return "already suspended"
         return ActionKind.SUSPEND, {"suspend": True}

@@ -25,9 +25,7 @@ COMPONENT = "statictrain-anomaly"
 def read_job(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any] | None:
     """The StaticTrainingJob, or None when it is gone."""
     try:
-        obj = custom.get_namespaced_custom_object(
-            labels.GROUP, labels.VERSION, namespace, labels.PLURAL, name
-        )
+        obj = custom.get_namespaced_custom_object(labels.GROUP, labels.VERSION, namespace, labels.PLURAL, name)
     except client.ApiException as exc:
         if status_of(exc) == 404:
             return None
@@ -40,9 +38,7 @@ def set_annotation(custom: client.CustomObjectsApi, namespace: str, name: str, k
     patch_job(custom, namespace, name, {"metadata": {"annotations": {key: value}}})
 
 
-def patch_status(
-    custom: client.CustomObjectsApi, namespace: str, name: str, status: Mapping[str, Any]
-) -> None:
+def patch_status(custom: client.CustomObjectsApi, namespace: str, name: str, status: Mapping[str, Any]) -> None:
     """Merge-patch the job's status subresource."""
     custom.patch_namespaced_custom_object_status(
         labels.GROUP, labels.VERSION, namespace, labels.PLURAL, name, {"status": dict(status)}
@@ -124,9 +120,7 @@ class KubeJobApi:
     def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
         return apply_intent(self.custom, self.core, namespace, name, intent)
 
-    def event(
-        self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime
-    ) -> None:
+    def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None:
         post_event(self.core, job, reason=reason, message=message, warning=warning, now=now)
 
 
@@ -137,3 +131,29 @@ def list_jobs(custom: client.CustomObjectsApi, namespace: str | None) -> list[di
     else:
         res = custom.list_cluster_custom_object(labels.GROUP, labels.VERSION, labels.PLURAL)
     return list(cast(dict[str, Any], res).get("items", []))
+
+
+def post_namespace_event(core: client.CoreV1Api, namespace: str, *, reason: str, message: str, now: datetime) -> None:
+    """A Warning Event about a Namespace (for findings no single job owns)."""
+    body = client.CoreV1Event(
+        metadata=client.V1ObjectMeta(generate_name=f"{namespace}.", namespace=namespace),
+        involved_object=client.V1ObjectReference(api_version="v1", kind="Namespace", name=namespace),
+        reason=reason,
+        message=message[:1024],
+        type="Warning",
+        source=client.V1EventSource(component=COMPONENT),
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+    )
+    core.create_namespaced_event(namespace, body)
+
+
+class KubeNamespaceEvents:
+    """NamespaceEvents over the real API."""
+
+    def __init__(self, core: client.CoreV1Api) -> None:
+        self.core = core
+
+    def namespace_event(self, namespace: str, *, reason: str, message: str, now: datetime) -> None:
+        post_namespace_event(self.core, namespace, reason=reason, message=message, now=now)
