@@ -68,9 +68,7 @@ def kget(cluster: LocalCluster, *args: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def crd(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}"
-    )
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}")
 
 
 @pytest.fixture
@@ -166,9 +164,7 @@ def running(cluster: LocalCluster, ns: str, name: str) -> dict[str, Any] | None:
     return p if p.get("status", {}).get("phase") == "Running" and p["status"].get("startTime") else None
 
 
-def test_annotator_prices_every_fake_gpu_node(
-    cluster: LocalCluster, runtime: tuple[CostRuntime, str]
-) -> None:
+def test_annotator_prices_every_fake_gpu_node(cluster: LocalCluster, runtime: tuple[CostRuntime, str]) -> None:
     rt, _ = runtime
     nodes = kget(cluster, "nodes")["items"]
     rt.annotate(nodes)
@@ -194,6 +190,35 @@ def test_annotator_prices_every_fake_gpu_node(
     }
     assert by_type[("p5.48xlarge", "spot")] < by_type[("p5.48xlarge", "on-demand")]
     assert rt.annotate(kget(cluster, "nodes")["items"]) == 0  # idempotent: nothing left to patch
+
+
+def test_custom_prices_from_a_configmap_win_and_go_away_again(
+    cluster: LocalCluster, namespace: str, runtime: tuple[CostRuntime, str]
+) -> None:
+    rt, _ = runtime
+    csv = "instance_type,region,capacity_type,hourly_usd,gpu_count\np5.48xlarge,*,on-demand,55.04,8\n"
+    cluster.kubectl("create", "configmap", "prices", "-n", namespace, f"--from-literal=prices.csv={csv}")
+    settings = CostSettings(prometheus_url=cluster.prometheus_url, custom_prices_configmap=f"{namespace}/prices")
+    custom_rt = CostRuntime(settings, clients=build(str(cluster.kubeconfig)), registry=CollectorRegistry())
+
+    def p5(capacity: str) -> dict[str, str]:
+        nodes = kget(cluster, "nodes", "-l", f"{labels.INSTANCE_TYPE}=p5.48xlarge,{labels.CAPACITY_TYPE}={capacity}")
+        ann: dict[str, str] = nodes["items"][0]["metadata"]["annotations"]
+        return ann
+
+    try:
+        custom_rt.annotate(kget(cluster, "nodes")["items"])
+        od, spot = p5("on-demand"), p5("spot")
+        assert (od[labels.HOURLY_COST], od[labels.GPU_HOURLY_COST], od[labels.PRICE_SOURCE]) == (
+            "55.040000",
+            "6.880000",
+            "custom",
+        )
+        assert PRICE_NOTES not in od  # a custom price is a plain quote
+        assert spot[labels.PRICE_SOURCE] == "catalog"  # the custom row is for on-demand only
+    finally:
+        rt.annotate(kget(cluster, "nodes")["items"])  # back to the catalog for the other tests
+    assert p5("on-demand")[labels.PRICE_SOURCE] == "catalog"
 
 
 def test_running_job_accumulates_cost_and_budget_suspends_once(
@@ -229,9 +254,7 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
         assert job["metadata"]["annotations"][BUDGET_ACTED] == "0.020000"
         for _ in range(3):
             rt.tick()
-        events = kget(cluster, "events", "-n", namespace, "--field-selector", "involvedObject.name=budgeted")[
-            "items"
-        ]
+        events = kget(cluster, "events", "-n", namespace, "--field-selector", "involvedObject.name=budgeted")["items"]
         reasons = [e["reason"] for e in events]
         assert reasons.count("BudgetExceededSuspended") == 1, reasons
 
@@ -290,9 +313,7 @@ def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
             "--buckets",
             "8",
         ]
-        by_commit = subprocess.run(
-            [*base, "--by", "commit"], capture_output=True, text=True, check=True
-        ).stdout
+        by_commit = subprocess.run([*base, "--by", "commit"], capture_output=True, text=True, check=True).stdout
         again = subprocess.run([*base, "--by", "commit"], capture_output=True, text=True, check=True).stdout
         assert by_commit == again  # closed window: identical output
         doc = json.loads(by_commit)
@@ -350,10 +371,7 @@ def test_report_errors_are_clear(cluster: LocalCluster) -> None:
     empty = subprocess.run(
         [*base, "--prometheus-url", cluster.prometheus_url], capture_output=True, text=True, check=False
     )
-    assert (
-        empty.returncode == 1
-        and "no cost data in [2001-01-01T00:00:00Z, 2001-01-02T00:00:00Z)" in empty.stderr
-    )
+    assert empty.returncode == 1 and "no cost data in [2001-01-01T00:00:00Z, 2001-01-02T00:00:00Z)" in empty.stderr
     down = subprocess.run(
         [*base, "--prometheus-url", f"http://127.0.0.1:{free_port()}"],
         capture_output=True,
