@@ -37,14 +37,6 @@ def list_worker_pods(core: client.CoreV1Api, namespace: str | None = None) -> li
     return [cast(dict[str, Any], core.api_client.sanitize_for_serialization(p)) for p in resp.items]
 
 
-def read_pod_by_uid(core: client.CoreV1Api, namespace: str, uid: str) -> dict[str, Any] | None:
-    """The pod with this UID in the namespace, or None (a same-name pod with another UID is not it)."""
-    for pod in list_worker_pods(core, namespace):
-        if pod.get("metadata", {}).get("uid") == uid:
-            return pod
-    return None
-
-
 def list_jobs(custom: client.CustomObjectsApi, namespace: str | None = None) -> list[dict[str, Any]]:
     group, version, plural = labels.GROUP, labels.VERSION, labels.PLURAL
     if namespace:
