@@ -23,15 +23,18 @@ from importlib import metadata
 from pathlib import Path
 
 from corpus import Series, list_files, read_profiles, read_series, read_windows
+from prophet_online import score_prophet
 from statictrain_operator.anomaly import nab
 from statictrain_operator.anomaly.discord import DiscordSettings as OnlineSettings
 from statictrain_operator.anomaly.discord import score_series
 
 
-def _score_one(args: tuple[Path, str, OnlineSettings]) -> tuple[str, list[float], float]:
-    path, key, settings = args
+def _score_one(args: tuple[Path, str, OnlineSettings, str]) -> tuple[str, list[float], float]:
+    path, key, settings, detector = args
     series = read_series(path, key)
     start = time.perf_counter()
+    if detector == "prophet":
+        return key, score_prophet(series.timestamps, series.values), time.perf_counter() - start
     finite = [v for v in series.values if math.isfinite(v)]
     scores = score_series(series.values, settings, (min(finite), max(finite)) if finite else None)
     return key, scores, time.perf_counter() - start
@@ -60,24 +63,26 @@ def _parse_set(pairs: list[str]) -> dict[str, object]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument(
-        "--data", type=Path, required=True, help="NAB-layout folder (data/, labels/, config/)"
-    )
+    parser.add_argument("--data", type=Path, required=True, help="NAB-layout folder (data/, labels/, config/)")
     parser.add_argument("--out", type=Path, help="write the JSON result here")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
         "--set", action="append", default=[], metavar="NAME=JSON", help="override an OnlineSettings field"
     )
     parser.add_argument(
-        "--only", default="", help="substring filter on file keys (for quick looks; not a NAB score)"
+        "--detector",
+        choices=["discord", "prophet"],
+        default="discord",
+        help="discord (the default detector) or prophet (Prophet residuals, for comparison)",
     )
+    parser.add_argument("--only", default="", help="substring filter on file keys (for quick looks; not a NAB score)")
     args = parser.parse_args(argv)
 
     settings = OnlineSettings(**_parse_set(args.set))  # type: ignore[arg-type]
     windows = read_windows(args.data)
     profiles = read_profiles(args.data)
     paths = [p for p in list_files(args.data) if args.only in f"{p.parent.name}/{p.name}"]
-    jobs = [(p, f"{p.parent.name}/{p.name}", settings) for p in paths]
+    jobs = [(p, f"{p.parent.name}/{p.name}", settings, args.detector) for p in paths]
 
     wall = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -85,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - wall
 
     files = []
-    for (path, key, _), (_, scores, _) in zip(jobs, results, strict=True):
+    for (path, key, _, _), (_, scores, _) in zip(jobs, results, strict=True):
         series: Series = read_series(path, key)
         idx = nab.window_indices(series.timestamps, windows.get(key, []))
         files.append(nab.prepare_file(key, scores, idx))
@@ -108,15 +113,18 @@ def main(argv: list[str] | None = None) -> int:
         }
     std = per_category["standard"]["categories"]  # type: ignore[index]
     report["standard_by_category"] = {
-        cat: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in vals.items()}
-        for cat, vals in std.items()
+        cat: {k: (round(v, 2) if isinstance(v, float) else v) for k, v in vals.items()} for cat, vals in std.items()
     }
     secs = [r[2] for r in results]
     report.update(
         {
             "files": len(files),
             "windows": sum(f.n_windows for f in files),
-            "detector": {"name": "statictrain online detector", "settings": dataclasses.asdict(settings)},
+            "detector": (
+                {"name": "discord (statictrain_operator.anomaly.discord)", "settings": dataclasses.asdict(settings)}
+                if args.detector == "discord"
+                else {"name": "prophet residuals (bench/nab/prophet_online.py)"}
+            ),
             "detector_seconds_per_series": round(sum(secs) / len(secs), 4),
             "wall_seconds": round(wall, 1),
             "profiles": per_category,
@@ -128,8 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                 "processor": platform.processor(),
             },
             "note": (
-                "development split of NAB (4 of 7 categories); "
-                "not directly comparable with the full-corpus scoreboard"
+                "development split of NAB (4 of 7 categories); not directly comparable with the full-corpus scoreboard"
             ),
         }
     )

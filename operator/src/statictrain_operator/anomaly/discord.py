@@ -96,17 +96,56 @@ class _RollingQuantile:
         return self._sorted[lo] + (self._sorted[hi] - self._sorted[lo]) * (pos - lo)
 
 
+class Calibrator:
+    """Turns a stream of raw surprises (distances, residuals) into episode scores in [0, 1).
+
+    Each surprise is divided by the ``quantile`` of the earlier ones
+    (``history`` kept), mapped by ``r / (1 + r)``; the first ``warm`` records
+    score 0, and after a score reaches ``alarm_level`` the next ``rest``
+    records score 0.
+    """
+
+    def __init__(self, *, quantile: float, history: int, alarm_level: float, rest: int, warm: int) -> None:
+        self._quant = _RollingQuantile(history, quantile)
+        self._alarm, self._rest, self._warm = alarm_level, rest, warm
+        self._last_alarm = -(10**9)
+        self._t = 0
+
+    @property
+    def warm(self) -> bool:
+        """True while the next record is still in the warm-up."""
+        return self._t < self._warm
+
+    def score(self, surprise: float) -> float:
+        """Score the next record's surprise (pass 0.0 during the warm-up)."""
+        i = self._t
+        self._t += 1
+        ref = self._quant.value()
+        self._quant.push(surprise)
+        if i < self._warm or ref <= 0.0:
+            return 0.0
+        ratio = surprise / max(ref, 1e-9)
+        score = ratio / (1.0 + ratio)
+        if i - self._last_alarm <= self._rest:
+            return 0.0
+        if score >= self._alarm:
+            self._last_alarm = i
+        return score
+
+
 class _ChannelState:
     def __init__(self, ch: Channel, s: DiscordSettings, capacity: int) -> None:
         self.ch = ch
-        self.s = s
         self.buf = np.zeros(max(capacity, 16))
         self.n = 0
         self.prev_value: float | None = None
-        self.quant = _RollingQuantile(s.history, s.quantile)
-        self.warm = s.warmup_per_m * (16 if ch.differences else ch.m) + 10
-        self.last_alarm = -(10**9)
-        self.t = 0
+        self.cal = Calibrator(
+            quantile=s.quantile,
+            history=s.history,
+            alarm_level=s.alarm_level,
+            rest=s.rest,
+            warm=s.warmup_per_m * (16 if ch.differences else ch.m) + 10,
+        )
 
     def _append(self, x: float) -> None:
         if self.n == len(self.buf):
@@ -132,20 +171,7 @@ class _ChannelState:
         else:
             x = value
         self._append(x)
-        i = self.t
-        self.t += 1
-        d = self.distance() if i >= self.warm else 0.0
-        ref = self.quant.value()
-        self.quant.push(d)
-        if i < self.warm or ref <= 0.0:
-            return 0.0
-        ratio = d / max(ref, 1e-9)
-        score = ratio / (1.0 + ratio)
-        if i - self.last_alarm <= self.s.rest:
-            return 0.0
-        if score >= self.s.alarm_level:
-            self.last_alarm = i
-        return score
+        return self.cal.score(0.0 if self.cal.warm else self.distance())
 
 
 class DiscordDetector:
