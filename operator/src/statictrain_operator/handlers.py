@@ -15,7 +15,9 @@ references, so the garbage collector removes them even while the operator is dow
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
@@ -59,7 +61,7 @@ def _snapshot(body: kopf.Body) -> dict[str, Any]:
 
 
 @kopf.index(*STJ)
-def trainingjobs_index(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def trainingjobs_index(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Every job (metadata, spec, status), keyed by (namespace, name)."""
     return {(namespace, name): _snapshot(body)}
 
@@ -70,14 +72,14 @@ def _owner_key(body: kopf.Body) -> tuple[str, str] | None:
 
 
 @kopf.index(*JOBS, labels=MANAGED)
-def worker_jobs_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def worker_jobs_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Worker Jobs (metadata, spec, status), keyed by their owner's (namespace, name)."""
     key = _owner_key(body)
     return {key: _snapshot(body)} if key else {}
 
 
 @kopf.index(*SERVICES, labels=MANAGED)
-def worker_services_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+async def worker_services_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Worker Services, keyed by their owner's (namespace, name)."""
     key = _owner_key(body)
     return {key: _snapshot(body)} if key else {}
@@ -134,9 +136,16 @@ def _is_own_lease(name: str, namespace: str | None, memo: Any, **_: Any) -> bool
 async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
     """Build the converger; start the resync, TTL and heartbeat loops (tasks, not per-object daemons)."""
     rt = runtime.of(memo)
+    # API writes run in threads (asyncio.to_thread): size the pool for many jobs at once.
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(rt.settings.max_workers, thread_name_prefix="statictrain-api"))
     index: kopf.Index[Any, Any] = kwargs["trainingjobs_index"]
     rt.converger = converger.Converger(
-        rt, _first(index), _first(kwargs["worker_jobs_index"]), _first(kwargs["worker_services_index"]), logger
+        rt,
+        _first(index),
+        _first(kwargs["worker_jobs_index"]),
+        _first(kwargs["worker_services_index"]),
+        logging.getLogger("statictrain.operator"),
     )
     rt.tasks.append(asyncio.create_task(loops.resync_loop(rt, index)))
     rt.tasks.append(asyncio.create_task(loops.ttl_loop(rt, index, logger)))
@@ -156,7 +165,7 @@ async def stop_loops(memo: Any, **_: Any) -> None:
 
 
 @kopf.on.event(*LEASES, labels={heartbeat.HEARTBEAT_LABEL: "true"}, when=_is_own_lease)
-def heartbeat_seen(memo: Any, **_: Any) -> None:
+async def heartbeat_seen(memo: Any, **_: Any) -> None:
     rt = runtime.of(memo)
     rt.heartbeat_seen = rt.clock()
 

@@ -88,6 +88,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Other parts build their own clients from the default kubeconfig: point it at the same cluster.
         os.environ["KUBECONFIG"] = args.kubeconfig
     kopf.configure(verbose=args.verbose)
+    if not args.verbose:
+        # One "Handler ... succeeded" line per watch event is noise at scale (and costs CPU).
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     rt = runtime.Runtime(
         settings=s,
         clients=clients.build(args.kubeconfig, pool_size=s.max_workers),

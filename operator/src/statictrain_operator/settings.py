@@ -71,8 +71,8 @@ class Settings:
     """Seconds between sweeps for finished jobs whose ttlSecondsAfterFinished has passed."""
     parts: tuple[str, ...] = ("cost", "anomaly")
     """Optional parts whose handlers run (statictrain_operator.<part>.handlers), comma-separated."""
-    max_workers: int = 20
-    """Threads running the synchronous Kubernetes client calls of handlers."""
+    max_workers: int = 32
+    """Threads (and pooled connections) running the synchronous Kubernetes client calls."""
 
 
 def _parse(name: str, raw: str, default: Any) -> Any:
