@@ -29,6 +29,7 @@ import json
 import multiprocessing
 import os
 import platform
+import signal
 import random
 import socket
 import statistics
@@ -144,9 +145,7 @@ def measure_latency(n: int, calls: int, seed: int) -> dict[str, float]:
                 break
             except OSError:
                 if time.monotonic() > deadline or not child.is_alive():
-                    raise RuntimeError(
-                        f"the extender child process did not start (exit {child.exitcode})"
-                    ) from None
+                    raise RuntimeError(f"the extender child process did not start (exit {child.exitcode})") from None
                 time.sleep(0.2)
         body = orjson.dumps({"Pod": pod(), "NodeNames": [f"bench-node-{i:05d}" for i in range(n)]})
         conn = http.client.HTTPConnection("127.0.0.1", port)
@@ -176,7 +175,13 @@ def measure_latency(n: int, calls: int, seed: int) -> dict[str, float]:
     }
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # Turn SIGTERM into SystemExit so that `finally` blocks stop the schedulers and the extender we started.
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=7)
@@ -200,9 +205,7 @@ def main() -> None:
 
         tp = measure_throughput(nodes=args.nodes, pods=args.pods)
         result["throughput"] = tp
-        result["throughput_ratio_1000"] = round(
-            tp["with_extender_pods_per_s"] / tp["without_extender_pods_per_s"], 3
-        )
+        result["throughput_ratio_1000"] = round(tp["with_extender_pods_per_s"] / tp["without_extender_pods_per_s"], 3)
     result["goals"] = {"p99_ms_1000": "<= 10", "p99_ms_5000": "<= 50", "throughput_ratio_1000": ">= 0.5"}
     result["command"] = "python " + " ".join(["bench/extender_latency.py", *sys.argv[1:]])
 

@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -56,7 +57,13 @@ def scheduler_configs(kubeconfig: Path, extender_url: str) -> tuple[dict[str, An
     return default, ours
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    # Turn SIGTERM into SystemExit so that `finally` blocks stop the schedulers and the extender we started.
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
     ap = argparse.ArgumentParser()
     ap.add_argument("--trace", type=Path, required=True, help=f"folder with {NODE_FILE} and {POD_FILE}")
     ap.add_argument("--start", type=int, default=12_000_000)
