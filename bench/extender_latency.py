@@ -29,8 +29,8 @@ import json
 import multiprocessing
 import os
 import platform
-import signal
 import random
+import signal
 import socket
 import statistics
 import sys
