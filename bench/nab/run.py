@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
             "fit_predict_source",
             "prophet_timing",
             "prophet_timing_idle_machine",
+            "tuning",
+            "comparison",
         ):
             if key in existing:
                 report[key] = existing[key]
