@@ -102,8 +102,18 @@ class Converger:
         current: api.Status = view.get("status") or {}
         finished = current.get("phase") in api.FINISHED_PHASES
         plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
-        if not plan.empty:
-            plan, job = await asyncio.to_thread(self._apply, key, owner, plan, svc=svc, job=job, finished=finished)
+        if plan.create:  # create the missing children concurrently, then do the rest of the plan
+            made = await asyncio.gather(
+                *(asyncio.to_thread(workers.create, self.rt.clients, obj) for obj in plan.create)
+            )
+            for obj, ok in zip(plan.create, made, strict=True):
+                if ok:
+                    self.recent.setdefault(key, {})[obj["kind"]] = obj
+                    self.logger.info(f"{owner.namespace}/{owner.name}: created {obj['kind']} {obj['metadata']['name']}")
+            if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
+                plan, job = await asyncio.to_thread(self._replan, key, owner, finished=finished)
+        if plan.job_patch or plan.delete_job:
+            await asyncio.to_thread(self._apply, key, owner, plan)
         new = status.compute(
             owner.name,
             owner.spec,
@@ -117,32 +127,20 @@ class Converger:
             await asyncio.to_thread(trainingjobs.patch_status, self.rt.clients, owner.namespace, owner.name, diff)
         return plan.wait
 
-    def _apply(
-        self,
-        key: Key,
-        owner: children.Owner,
-        plan: reconcile.Plan,
-        *,
-        svc: Mapping[str, Any] | None,
-        job: Mapping[str, Any] | None,
-        finished: bool,
-    ) -> tuple[reconcile.Plan, Mapping[str, Any] | None]:
-        """Write `plan` (blocking). Returns the plan carried out and the Job it saw."""
+    def _replan(self, key: Key, owner: children.Owner, *, finished: bool) -> tuple[reconcile.Plan, Any]:
+        """Read the children from the API, plan again and create what is still missing (blocking)."""
         c, name = self.rt.clients, children.worker_name(owner.name)
-        existed = False
+        svc = workers.read_service(c, owner.namespace, name)
+        job = workers.read_job(c, owner.namespace, name)
+        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
         for obj in plan.create:
             if workers.create(c, obj):
                 self.recent.setdefault(key, {})[obj["kind"]] = obj
-                self.logger.info(f"{owner.namespace}/{owner.name}: created {obj['kind']} {name}")
-            else:
-                existed = True
-        if existed:  # the index is behind, or a leftover of an older job: read and plan again
-            svc = workers.read_service(c, owner.namespace, name)
-            job = workers.read_job(c, owner.namespace, name)
-            plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
-            for obj in plan.create:
-                if workers.create(c, obj):
-                    self.recent.setdefault(key, {})[obj["kind"]] = obj
+        return plan, job
+
+    def _apply(self, key: Key, owner: children.Owner, plan: reconcile.Plan) -> None:
+        """Patch or delete the worker Job as planned (blocking)."""
+        c, name = self.rt.clients, children.worker_name(owner.name)
         if plan.job_patch:
             workers.patch_job(c, owner.namespace, name, plan.job_patch)
             self.logger.info(f"{owner.namespace}/{owner.name}: patched Job {name}: {plan.job_patch['spec']}")
@@ -150,4 +148,3 @@ class Converger:
             workers.delete_job(c, owner.namespace, name)
             self.recent.get(key, {}).pop("Job", None)
             self.logger.info(f"{owner.namespace}/{owner.name}: deleted Job {name} to rebuild its workers")
-        return plan, job
