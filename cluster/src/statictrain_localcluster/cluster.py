@@ -78,6 +78,7 @@ class LocalCluster:
         self.scheduler_config = scheduler_config or REPO_FILES / "deploy/scheduler/kube-scheduler-config.yaml"
         self.kubeconfig = self.root / "kubeconfig"
         self._state: State | None = None
+        self._children: list[subprocess.Popen[bytes]] = []  # reaped in stop()
 
     # ---- paths and environment -------------------------------------------------
     @property
@@ -228,6 +229,7 @@ class LocalCluster:
         root = self.root / "prometheus"
         root.mkdir(parents=True, exist_ok=True)
         proc = prometheus.start(binary, root, self.state.prometheus_port, self.root / "prometheus.log")
+        self._children.append(proc)
         self.state.prometheus_pid = proc.pid
         self._save()
         try:
@@ -252,6 +254,10 @@ class LocalCluster:
         # Whatever is left (Prometheus, a half-started component): every process
         # whose command line names this cluster's state folder.
         procs.terminate(procs.pids_mentioning(str(self.root)))
+        for child in self._children:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.wait(timeout=10)
+        self._children.clear()
         shutil.rmtree(self.root, ignore_errors=True)
         self._state = None
 
