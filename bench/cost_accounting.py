@@ -45,7 +45,7 @@ from statictrain import labels
 from statictrain.pricing import NodeFacts, parse_catalog, price_node, shipped_catalog_text
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.prom import HttpPrometheus
+from statictrain_operator.cost.prom import HttpPrometheus, Series
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.model import ReportWindow, build_report
@@ -78,9 +78,7 @@ class SyntheticApi:
         for i in range(n_nodes):
             it, gpus, product = NODE_TYPES[i % len(NODE_TYPES)]
             cap = "spot" if i % 3 == 0 else "on-demand"
-            facts = NodeFacts(
-                f"node-{i:04d}", it, "us-east-1", "spot" if cap == "spot" else "on-demand", product, gpus
-            )
+            facts = NodeFacts(f"node-{i:04d}", it, "us-east-1", "spot" if cap == "spot" else "on-demand", product, gpus)
             price = price_node(facts, catalog, now=datetime.now(UTC))
             self.nodes.append(
                 {
@@ -152,12 +150,7 @@ class SyntheticApi:
             if p["_visible_from"] > now:
                 continue
             st = p["status"]
-            fin = (
-                (st.get("containerStatuses") or [{}])[0]
-                .get("state", {})
-                .get("terminated", {})
-                .get("finishedAt")
-            )
+            fin = (st.get("containerStatuses") or [{}])[0].get("state", {}).get("terminated", {}).get("finishedAt")
             if fin and datetime.fromisoformat(fin.replace("Z", "+00:00")).timestamp() > now:
                 out.append({**p, "status": {"phase": "Running", "startTime": st["startTime"]}})
             else:
@@ -216,6 +209,28 @@ def start_prometheus(binary: str, target_port: int, workdir: Path) -> tuple[subp
     raise SystemExit(f"Prometheus did not become ready; see {workdir / 'prometheus.log'}")
 
 
+class TimedReader:
+    """Wall time spent in Prometheus queries (HTTP, Prometheus' evaluation, JSON decoding, parsing)."""
+
+    def __init__(self, inner: HttpPrometheus) -> None:
+        self.inner = inner
+        self.seconds = 0.0
+
+    def query(self, query: str, at: float) -> list[Series]:
+        a = time.perf_counter()
+        try:
+            return self.inner.query(query, at)
+        finally:
+            self.seconds += time.perf_counter() - a
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        a = time.perf_counter()
+        try:
+            return self.inner.query_range(query, start, end, step)
+        finally:
+            self.seconds += time.perf_counter() - a
+
+
 def wait_first_scrape(url: str) -> None:
     reader = HttpPrometheus(url)
     for _ in range(300):
@@ -228,9 +243,7 @@ def wait_first_scrape(url: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=1000)
-    ap.add_argument(
-        "--seconds", type=float, default=90.0, help="accounting runs for this long, one per second"
-    )
+    ap.add_argument("--seconds", type=float, default=90.0, help="accounting runs for this long, one per second")
     ap.add_argument("--report-runs", type=int, default=3)
     ap.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cost_accounting.json")
@@ -267,13 +280,16 @@ def main(argv: list[str] | None = None) -> int:
         start = datetime.fromtimestamp(t0, UTC).replace(microsecond=0) + timedelta(seconds=10)
         end = datetime.fromtimestamp(acc.last_end or t0, UTC).replace(microsecond=0) + timedelta(seconds=2)
         window = ReportWindow(start, end, buckets=60)
-        reader = HttpPrometheus(prom_url, timeout_s=120)
+        reader = TimedReader(HttpPrometheus(prom_url, timeout_s=120))
         report_s: list[float] = []
+        query_s: list[float] = []
         outputs: list[str] = []
         ratio = None
         for _ in range(args.report_runs):
             a = time.perf_counter()
+            reader.seconds = 0.0
             jobs, nodes = fetch(reader, window)
+            query_s.append(reader.seconds)
             rep = build_report(window, "job", jobs, nodes)
             text = to_json(rep)
             report_s.append(time.perf_counter() - a)
@@ -289,9 +305,10 @@ def main(argv: list[str] | None = None) -> int:
 
     prom_version = subprocess.run([args.prometheus, "--version"], capture_output=True, text=True, check=False)
     result = {
-        "jobs_plus_idle_over_node_cost": round(ratio, 9) if ratio is not None else None,
+        "jobs_plus_idle_over_node_cost": round(ratio, 12) if ratio is not None else None,
         "report_seconds_1000_jobs": round(statistics.median(report_s), 3),
         "report_seconds_all_runs": [round(x, 3) for x in report_s],
+        "report_seconds_in_prometheus_queries": [round(x, 3) for x in query_s],
         "accounting_run_seconds_1000_jobs": {
             "median": round(statistics.median(run_s), 4),
             "max": round(max(run_s), 4),
