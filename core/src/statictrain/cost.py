@@ -174,8 +174,8 @@ class PodUsage:
     """What Prometheus saw of one pod UID inside (and just before) the window."""
 
     gpus_seen: int = 0
-    utilization: Sequence[Sample] = ()
-    """Mean GPU utilization ratio (0..1) over the pod's GPUs, per scrape."""
+    utilization: Mapping[str, Sequence[Sample]] = field(default_factory=dict)
+    """Per GPU of the pod (uuid or index): utilization ratio samples (0..1)."""
     compile_seconds: Sequence[Sample] = ()
     compile_baseline: Sample | None = None
     tokens: Sequence[Sample] = ()
@@ -292,6 +292,25 @@ def _idle_and_gaps(
     return idle, max(0.0, (hi - lo) - covered)
 
 
+def _gpu_idle_and_gaps(
+    per_gpu: Mapping[str, Sequence[Sample]], gpus: int, *, lo: float, hi: float, threshold: float, max_gap: float
+) -> tuple[float, float]:
+    """Idle and uncovered seconds of [lo, hi), averaged over the pod's allocated GPUs.
+
+    Each GPU is judged on its own (4 idle GPUs of 8 make half the time idle); an allocated
+    GPU with no samples at all is uncovered time, not idle time.
+    """
+    if gpus <= 0:
+        return 0.0, 0.0
+    idle = gap = 0.0
+    for samples in per_gpu.values():
+        i, g = _idle_and_gaps(samples, lo, hi, threshold, max_gap)
+        idle += i
+        gap += g
+    gap += max(gpus - len(per_gpu), 0) * (hi - lo)
+    return idle / gpus, gap / gpus
+
+
 def allocate(
     window: Window,
     nodes: Iterable[NodeInfo],
@@ -343,10 +362,7 @@ def allocate(
             flags.append("usage-above-request")
         gpu_seconds = to_decimal(runtime) * gpus
         usd = (gpu_seconds * node.gpu_hourly_usd / HOUR).quantize(QUANTUM)
-        if u.utilization:
-            idle_s, gap_s = _idle_and_gaps(u.utilization, lo, hi, idle_threshold, max_gap)
-        else:
-            idle_s, gap_s = 0.0, runtime
+        idle_s, gap_s = _gpu_idle_and_gaps(u.utilization, gpus, lo=lo, hi=hi, threshold=idle_threshold, max_gap=max_gap)
         if gap_s > 0:
             flags.append("utilization-gaps")
         idle_usd = (usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
@@ -358,9 +374,7 @@ def allocate(
             flags.append("counter-reset")
         if tok.gaps:
             flags.append("scrape-gaps")
-        pc = PodCost(
-            pod, gpus, runtime, gpu_seconds, usd, idle_usd, compile_usd, gap_s, tok.value, tuple(flags)
-        )
+        pc = PodCost(pod, gpus, runtime, gpu_seconds, usd, idle_usd, compile_usd, gap_s, tok.value, tuple(flags))
         pod_costs.append(pc)
         allocated[node.name] += usd
         key = (pod.namespace, pod.job)

@@ -44,9 +44,9 @@ def test_known_node_gets_catalog_price_and_all_keys() -> None:
 
 
 def test_spot_label_gives_spot_price() -> None:
-    p = plan_node_patches(
-        [node("a", "p4d.24xlarge", cap="spot", product="NVIDIA-A100-SXM4-40GB")], CATALOG, now=NOW
-    )["a"]
+    p = plan_node_patches([node("a", "p4d.24xlarge", cap="spot", product="NVIDIA-A100-SXM4-40GB")], CATALOG, now=NOW)[
+        "a"
+    ]
     entry = CATALOG.get("p4d.24xlarge", "us-east-1")
     assert entry is not None and entry.spot is not None
     assert p[labels.PRICE_CAPACITY_TYPE] == "spot"

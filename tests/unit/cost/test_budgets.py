@@ -69,9 +69,7 @@ def test_decide(body: dict[str, Any], cost: str, want_action: str, want_spec: di
     assert dict(d.spec_patch) == want_spec
     if want_action in ("suspend", "notify", "scale-down"):
         assert d.annotations[BUDGET_ACTED] == f"{Decimal(body['spec']['budget']['limitUSD']):.6f}"
-        assert (
-            d.condition is not None and d.condition["type"] == CONDITION and d.condition["status"] == "True"
-        )
+        assert d.condition is not None and d.condition["type"] == CONDITION and d.condition["status"] == "True"
         assert d.condition["observedGeneration"] == 3
     if want_action == "rearm":
         assert d.annotations == {BUDGET_ACTED: None}

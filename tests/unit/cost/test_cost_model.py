@@ -126,12 +126,24 @@ def test_allocated_is_max_of_request_and_usage() -> None:
 
 def test_idle_share_from_utilization_and_gaps_are_not_idle() -> None:
     util = flat(0.0, 1000.0, 1900.0) + flat(0.9, 1900.0, 3700.0)  # then nothing for the last 900 s
-    a = allocate(W, [NODE], [pod("u1")], {"u1": PodUsage(gpus_seen=1, utilization=util)}, max_gap=30.0)
+    a = allocate(W, [NODE], [pod("u1")], {"u1": PodUsage(gpus_seen=1, utilization={"0": util})}, max_gap=30.0)
     pc = a.pods[0]
     assert pc.idle_usd == Decimal(1)  # 900 s of 3600 s at 0 utilization
     # the last sample (t=3690) stands for at most max_gap=30 s: 4600 - 3720 s are uncovered
     assert pc.gap_seconds == pytest.approx(880.0)
     assert "utilization-gaps" in pc.flags
+
+
+def test_idle_is_judged_per_gpu_and_silent_gpus_are_gaps() -> None:
+    busy, idle = flat(0.95, 1000.0, 4600.0), flat(0.0, 1000.0, 4600.0)
+    two = PodUsage(gpus_seen=2, utilization={"gpu-a": busy, "gpu-b": idle})
+    a = allocate(W, [NODE], [pod("u1", gpus=2)], {"u1": two})
+    assert a.pods[0].idle_usd == Decimal(4)  # half of 2 GPU-hours at 4 $/GPU-h
+    assert a.pods[0].gap_seconds == 0
+    one_of_four = PodUsage(gpus_seen=1, utilization={"gpu-a": idle})
+    b = allocate(W, [NODE], [pod("u1", gpus=4)], {"u1": one_of_four})
+    assert b.pods[0].idle_usd == Decimal(4)  # 1 of 4 GPUs idle: a quarter of 16 $
+    assert b.pods[0].gap_seconds == 3600 * 3 / 4
 
 
 def test_no_utilization_data_is_all_gap_not_idle() -> None:
@@ -143,9 +155,7 @@ def test_compile_cost_from_compile_seconds_with_reset() -> None:
     # 300 s of compiling, then the container restarts and compiles 60 s more
     comp = [Sample(1100, 100), Sample(1200, 300), Sample(2000, 10), Sample(2100, 60)]
     a = allocate(W, [NODE], [pod("u1")], {"u1": PodUsage(compile_seconds=comp)})
-    assert a.pods[0].compile_usd == (Decimal(4) * Decimal(200 + 60) / Decimal(3600)).quantize(
-        Decimal("1e-12")
-    )
+    assert a.pods[0].compile_usd == (Decimal(4) * Decimal(200 + 60) / Decimal(3600)).quantize(Decimal("1e-12"))
     assert "counter-reset" in a.pods[0].flags
 
 

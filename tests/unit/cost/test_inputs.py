@@ -73,7 +73,7 @@ def test_build_usage_groups_by_uid_and_splits_baseline() -> None:
     u = build_usage(w, {"util": util, "tokens": tokens})
     assert set(u) == {"u1"}
     assert u["u1"].gpus_seen == 2
-    assert [s.v for s in u["u1"].utilization] == [0.30000000000000004, 0.2]
+    assert {g: [s.v for s in v] for g, v in u["u1"].utilization.items()} == {"0": [0.2, 0.4], "1": [0.4, 0.0]}
     assert u["u1"].tokens_baseline == Sample(95, 10)
     assert [s.t for s in u["u1"].tokens] == [100, 150]  # 200 is outside the half-open window
 
@@ -93,7 +93,5 @@ def test_usage_queries_use_the_selector_builder() -> None:
 
 
 def test_parse_result_drops_nan() -> None:
-    s = parse_result(
-        {"resultType": "matrix", "result": [{"metric": {"a": "b"}, "values": [[1, "1"], [2, "NaN"]]}]}
-    )
+    s = parse_result({"resultType": "matrix", "result": [{"metric": {"a": "b"}, "values": [[1, "1"], [2, "NaN"]]}]})
     assert s == [Series({"a": "b"}, (Sample(1.0, 1.0),))]

@@ -46,9 +46,9 @@ def test_parse_keeps_linux_payg_hourly_meters() -> None:
 
 
 def test_query_url_filters_regions_and_skus() -> None:
-    flt = urllib.parse.parse_qs(urllib.parse.urlparse(azure_query_url(["eastus"], [SKU, "Bad'Sku"])).query)[
-        "$filter"
-    ][0]
+    flt = urllib.parse.parse_qs(urllib.parse.urlparse(azure_query_url(["eastus"], [SKU, "Bad'Sku"])).query)["$filter"][
+        0
+    ]
     assert "armRegionName eq 'eastus'" in flt and f"armSkuName eq '{SKU}'" in flt and "'Bad'Sku'" not in flt
 
 
@@ -74,8 +74,6 @@ def test_paging_cache_and_stale_fallback(tmp_path: Path) -> None:
     cached = refresh_azure(down, ["eastus"], [SKU], later, tmp_path)
     assert cached is not None and cached.fetched_at == NOW and cached.prices == fresh.prices
     node = NodeFacts("az", SKU, "eastus", "on-demand", "NVIDIA-A100-SXM4-40GB", 8)
-    p = price_node(
-        node, parse_catalog(shipped_catalog_text()), now=later, live=[cached], policy=FallbackPolicy()
-    )
+    p = price_node(node, parse_catalog(shipped_catalog_text()), now=later, live=[cached], policy=FallbackPolicy())
     assert p.source == "live:azure" and p.hourly_usd == Decimal("27.197") and "stale" in p.notes[0]
     assert refresh_azure(down, ["eastus"], [SKU], later, tmp_path / "empty") is None

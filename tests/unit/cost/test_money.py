@@ -6,9 +6,7 @@ import pytest
 from statictrain.money import format_usd, parse_usd, to_decimal
 
 
-@pytest.mark.parametrize(
-    ("text", "want"), [("1500", Decimal(1500)), (" 12.50 ", Decimal("12.50")), ("0", Decimal(0))]
-)
+@pytest.mark.parametrize(("text", "want"), [("1500", Decimal(1500)), (" 12.50 ", Decimal("12.50")), ("0", Decimal(0))])
 def test_parse_ok(text: str, want: Decimal) -> None:
     assert parse_usd(text) == want
 

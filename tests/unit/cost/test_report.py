@@ -43,9 +43,7 @@ def scenario() -> tuple[dict[str, list[Series]], dict[str, list[Series]]]:
     # node: 10 $/h all along (100 $ before the window); job a: 4 $/h; job b starts at 2 h, 3 $/h;
     # job c: 2 $/h with an operator restart (counter reset) at 3 h.
     a = counter(lambda h: 50 + 4 * h, jl("a", "ns1", "c1"))
-    b = counter(
-        lambda h: None if h < 2 else 3 * (h - 1), jl("b", "ns2", "c2")
-    )  # first seen at 3 $ (1 h at 2 h)
+    b = counter(lambda h: None if h < 2 else 3 * (h - 1), jl("b", "ns2", "c2"))  # first seen at 3 $ (1 h at 2 h)
     c = counter(lambda h: 7 + 2 * h if h < 3 else 2 * (h - 3) + 0.0, jl("c", "ns2", "c1"))
     tokens_a = counter(lambda h: 1e6 * h, jl("a", "ns1", "c1"))
     usd = [a, b, c]
@@ -97,9 +95,7 @@ def test_filtered_report_does_not_claim_the_invariant() -> None:
 
 
 def test_empty_window_is_a_clear_error() -> None:
-    with pytest.raises(
-        EmptyWindowError, match=r"no cost data in \[2026-03-01T00:00:00Z, 2026-03-01T04:00:00Z\)"
-    ):
+    with pytest.raises(EmptyWindowError, match=r"no cost data in \[2026-03-01T00:00:00Z, 2026-03-01T04:00:00Z\)"):
         build_report(W, "job", {}, {})
 
 
@@ -184,12 +180,9 @@ class RecordingReader:
 def test_fetch_takes_a_baseline_and_the_last_sample_of_every_bucket() -> None:
     reader = RecordingReader()
     seen: list[tuple[int, int]] = []
-    jobs, nodes = fetch(
-        reader, W, {"namespace": ['x"}) or vector(1)']}, progress=lambda d, t, _: seen.append((d, t))
-    )
+    jobs, nodes = fetch(reader, W, {"namespace": ['x"}) or vector(1)']}, progress=lambda d, t, _: seen.append((d, t)))
     assert reader.queries[0][0] == (
-        'last_over_time(statictrain_job_cost_usd_total{namespace=~"x\\"\\\\}\\\\) or vector\\\\(1\\\\)"}'
-        "[3600000ms])"
+        'last_over_time(statictrain_job_cost_usd_total{namespace=~"x\\"\\\\}\\\\) or vector\\\\(1\\\\)"}[3600000ms])'
     )
     assert reader.queries[1][0].endswith(f"[{round(W.step_s * 1000)}ms])")
     assert seen[-1] == (len(reader.queries), len(reader.queries))

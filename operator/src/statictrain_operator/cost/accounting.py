@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from statictrain.cost import Allocation, JobCost, JobKey, NodeInfo, PodInfo, Window, allocate
 from statictrain.money import ZERO, parse_usd
 from statictrain.pricing import Catalog, FallbackPolicy, NodeFacts, price_node
+
 from statictrain_operator.cost import budgets
 from statictrain_operator.cost.exporter import CostMetrics
 from statictrain_operator.cost.inputs import (

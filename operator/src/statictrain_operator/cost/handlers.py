@@ -31,6 +31,7 @@ from statictrain.pricing import (
     parse_custom_prices,
     shipped_catalog_text,
 )
+
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.annotator import node_facts, plan_node_patches
 from statictrain_operator.cost.exporter import CostMetrics

@@ -18,6 +18,7 @@ from statictrain.cost import JobKey, NodeInfo, PodInfo, PodUsage, Sample, Window
 from statictrain.money import parse_usd
 from statictrain.pricing import NodeFacts
 from statictrain.promql import selector
+
 from statictrain_operator.cost.annotator import is_gpu_node, node_facts
 from statictrain_operator.cost.prom import Series
 
@@ -34,9 +35,7 @@ def _gpu_request(spec: Mapping[str, Any]) -> int:
     total = 0
     for c in spec.get("containers") or []:
         res = c.get("resources") or {}
-        raw = (res.get("limits") or {}).get(labels.GPU_RESOURCE) or (res.get("requests") or {}).get(
-            labels.GPU_RESOURCE
-        )
+        raw = (res.get("limits") or {}).get(labels.GPU_RESOURCE) or (res.get("requests") or {}).get(labels.GPU_RESOURCE)
         if raw is not None:
             total += int(str(raw))
     return total
@@ -54,17 +53,13 @@ def _finished(pod: Mapping[str, Any]) -> float | None:
     if known:
         return max(known)
     conds = [
-        parse_time(c.get("lastTransitionTime"))
-        for c in status.get("conditions") or []
-        if c.get("type") == "Ready"
+        parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or [] if c.get("type") == "Ready"
     ]
     known = [e for e in conds if e is not None]
     if known:
         return max(known)
     # finished, but no time says when: stop accruing (never charge a finished pod forever)
-    return parse_time((pod.get("metadata") or {}).get("deletionTimestamp")) or parse_time(
-        status.get("startTime")
-    )
+    return parse_time((pod.get("metadata") or {}).get("deletionTimestamp")) or parse_time(status.get("startTime"))
 
 
 def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
@@ -96,9 +91,7 @@ def node_info(node: Mapping[str, Any], price_now: Callable[[NodeFacts], Decimal]
     facts = node_facts(node)
     ann = (node.get("metadata") or {}).get("annotations") or {}
     raw = ann.get(labels.HOURLY_COST)
-    hourly = (
-        parse_usd(raw, what=f"node {facts.name} annotation {labels.HOURLY_COST}") if raw else price_now(facts)
-    )
+    hourly = parse_usd(raw, what=f"node {facts.name} annotation {labels.HOURLY_COST}") if raw else price_now(facts)
     if hourly <= 0:
         hourly = price_now(facts)
     meta = node.get("metadata") or {}
@@ -132,16 +125,13 @@ def _split(samples: Sequence[Sample], window: Window) -> tuple[Sample | None, li
 
 def build_usage(window: Window, series: Mapping[str, Iterable[Series]]) -> dict[str, PodUsage]:
     """Per pod UID usage from the range-query results of :func:`usage_queries` (keys util/compile/tokens)."""
-    gpus: dict[str, set[str]] = defaultdict(set)
-    util_sum: dict[str, dict[float, list[float]]] = defaultdict(lambda: defaultdict(list))
+    util: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
     for s in series.get("util", ()):
         uid = s.labels.get("pod_uid")
         if not uid:
             continue
-        gpus[uid].add(s.labels.get("gpu_uuid") or s.labels.get("gpu") or "0")
-        for p in s.samples:
-            if window.start <= p.t < window.end:
-                util_sum[uid][p.t].append(p.v)
+        gpu = s.labels.get("gpu_uuid") or s.labels.get("gpu") or "0"
+        util[uid][gpu].extend(p for p in s.samples if p.t < window.end)  # earlier ones reach into it
     counters: dict[str, dict[str, tuple[Sample | None, list[Sample]]]] = defaultdict(dict)
     for key in ("compile", "tokens"):
         per_uid: dict[str, list[Sample]] = defaultdict(list)
@@ -152,13 +142,13 @@ def build_usage(window: Window, series: Mapping[str, Iterable[Series]]) -> dict[
         for uid, samples in per_uid.items():
             counters[uid][key] = _split(sorted(samples, key=lambda x: x.t), window)
     out: dict[str, PodUsage] = {}
-    for uid in set(gpus) | set(counters):
-        util = [Sample(t, sum(v) / len(v)) for t, v in sorted(util_sum.get(uid, {}).items())]
+    for uid in set(util) | set(counters):
+        per_gpu = {gpu: sorted(samples) for gpu, samples in util.get(uid, {}).items()}
         comp = counters[uid].get("compile", (None, []))
         tok = counters[uid].get("tokens", (None, []))
         out[uid] = PodUsage(
-            gpus_seen=len(gpus.get(uid, ())),
-            utilization=util,
+            gpus_seen=len(per_gpu),
+            utilization=per_gpu,
             compile_seconds=comp[1],
             compile_baseline=comp[0],
             tokens=tok[1],
@@ -167,9 +157,7 @@ def build_usage(window: Window, series: Mapping[str, Iterable[Series]]) -> dict[
     return out
 
 
-def build_job_steps(
-    window: Window, series: Iterable[Series]
-) -> tuple[dict[JobKey, list[Sample]], dict[JobKey, float]]:
+def build_job_steps(window: Window, series: Iterable[Series]) -> tuple[dict[JobKey, list[Sample]], dict[JobKey, float]]:
     """Per job step samples inside the window and the last step before it."""
     steps: dict[JobKey, list[Sample]] = {}
     baselines: dict[JobKey, float] = {}
