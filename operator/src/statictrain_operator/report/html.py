@@ -77,7 +77,7 @@ def _bars(labels: Sequence[str], values: Sequence[float], unit: str, aria: str) 
         w = (W - 300) * v / top
         y = 5 + i * row_h
         parts.append(
-            f'<text x="150" y="{y + 14}" font-size="12" text-anchor="end">{escape(label or "(none)")}'
+            f'<text x="150" y="{y + 14}" font-size="12" text-anchor="end">{escape((label or "(none)")[:24])}'
             f'</text><rect x="160" y="{y}" width="{w:.2f}" height="{row_h - 6}" fill="{PALETTE[0]}"/>'
             f'<text x="{165 + w:.2f}" y="{y + 14}" font-size="12">{money(v, 4)} {unit}</text>'
         )
