@@ -168,13 +168,41 @@ class CustomPrice:
     hourly_usd: Decimal
     gpu_count: int | None
     """GPUs on the instance; None means use the node's capacity."""
+    node_id: str = ""
+    """When set, the row prices only the node whose name or spec.providerID is this (Kubecost CSV)."""
 
 
 CUSTOM_COLUMNS = ("instance_type", "region", "capacity_type", "hourly_usd")
+KUBECOST_COLUMNS = ("InstanceID", "Region", "AssetClass", "InstanceIDField", "InstanceType", "MarketPriceHourly")
+
+
+def _parse_kubecost_rows(reader: csv.DictReader[str]) -> list[CustomPrice]:
+    """Kubecost/OpenCost CSV pricing rows of AssetClass ``node`` (other classes are not priced here).
+
+    A row matches one node by InstanceID (with InstanceIDField ``metadata.name`` or
+    ``spec.providerID``), else every node of its InstanceType in its Region (empty: any).
+    """
+    out: list[CustomPrice] = []
+    for n, row in enumerate(reader, start=2):
+        where = f"custom prices row {n}"
+        if (row.get("AssetClass") or "").strip().lower() != "node":
+            continue
+        hourly = parse_usd(row.get("MarketPriceHourly") or "", what=f"{where}: MarketPriceHourly", allow_zero=False)
+        field_name = (row.get("InstanceIDField") or "").strip()
+        node_id = (row.get("InstanceID") or "").strip() if field_name in ("metadata.name", "spec.providerID") else ""
+        it = (row.get("InstanceType") or "").strip()
+        if not node_id and not it:
+            raise ValueError(
+                f"{where}: give InstanceType, or InstanceID with InstanceIDField metadata.name or spec.providerID"
+            )
+        out.append(CustomPrice(it, (row.get("Region") or "").strip() or "*", "*", hourly, None, node_id))
+    return out
 
 
 def parse_custom_prices(text: str) -> list[CustomPrice]:
-    """Parse custom prices: CSV with columns instance_type,region,capacity_type,hourly_usd[,gpu_count].
+    """Parse custom prices: CSV with columns instance_type,region,capacity_type,hourly_usd[,gpu_count],
+    or Kubecost/OpenCost's CSV pricing format (InstanceID, Region, AssetClass, InstanceIDField,
+    InstanceType, MarketPriceHourly; node rows).
 
     Lines starting with ``#`` are comments. Errors name the line and the fix.
     """
@@ -182,6 +210,8 @@ def parse_custom_prices(text: str) -> list[CustomPrice]:
     if not lines:
         return []
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
+    if all(c in (reader.fieldnames or []) for c in KUBECOST_COLUMNS):
+        return _parse_kubecost_rows(reader)
     missing = [c for c in CUSTOM_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
         raise ValueError(
@@ -236,6 +266,8 @@ class NodeFacts:
     capacity_type: CapacityType
     gpu_product: str | None
     gpu_count: int
+    provider_id: str = ""
+    """spec.providerID, e.g. ``aws:///us-east-1a/i-0abc``."""
 
 
 @dataclass(frozen=True)
@@ -258,6 +290,10 @@ class NodePrice:
 def _custom_match(custom: Sequence[CustomPrice], node: NodeFacts) -> CustomPrice | None:
     best: tuple[int, CustomPrice] | None = None
     for c in custom:
+        if c.node_id:
+            if c.node_id in (node.name, node.provider_id):
+                return c  # a price for exactly this node wins
+            continue
         if c.instance_type != node.instance_type:
             continue
         if c.region not in ("*", node.region) or c.capacity_type not in ("*", node.capacity_type):
@@ -330,8 +366,7 @@ def price_node(
         if per_gpu:
             p = Decimal(statistics.median(per_gpu)) * max(gpus, 1)
             what = "no catalog price for" if same_type else "unknown instance type"
-            why = (f"{what} {node.instance_type!r} ({cap}); "
-                   f"median catalog price of {model} x {max(gpus, 1)}")
+            why = f"{what} {node.instance_type!r} ({cap}); median catalog price of {model} x {max(gpus, 1)}"
             return _make(p, gpus, node, "fallback", [why])
     why = f"unknown instance type {node.instance_type!r} and GPU {node.gpu_product!r}; default per-GPU price"
     return _make(policy.default_gpu_hourly_usd * max(gpus, 1), gpus, node, "fallback", [why])

@@ -176,3 +176,30 @@ def test_catalog_parse_error_names_the_line() -> None:
     text[3] = text[3].replace(text[3].split(",")[5], "-4", 1)
     with pytest.raises(ValueError, match="line 4"):
         parse_catalog("\n".join(text))
+
+
+KUBECOST_CSV = """EndTimeStamp,InstanceID,Region,AssetClass,InstanceIDField,InstanceType,MarketPriceHourly,Version
+2026-01-01,,us-east-1,node,,p5.48xlarge,61.5,1
+2026-01-01,gpu-node-7,,node,metadata.name,,12.25,1
+2026-01-01,aws:///us-east-1a/i-0abc,,node,spec.providerID,,33,1
+2026-01-01,,us-east-1,pv,,gp3,0.0001,1
+"""
+
+
+def test_kubecost_csv_rows_match_by_type_name_or_provider_id() -> None:
+    custom = parse_custom_prices(KUBECOST_CSV)
+    assert len(custom) == 3  # the pv row is not a node price
+    by_type = price_node(node("p5.48xlarge"), CATALOG, now=NOW, custom=custom)
+    assert (by_type.source, by_type.hourly_usd) == ("custom", Decimal("61.5"))
+    named = NodeFacts("gpu-node-7", "p5.48xlarge", "us-east-1", ON_DEMAND, None, 8)
+    assert price_node(named, CATALOG, now=NOW, custom=custom).hourly_usd == Decimal("12.25")
+    by_id = NodeFacts("x", "g5.xlarge", "us-east-1", ON_DEMAND, None, 1, provider_id="aws:///us-east-1a/i-0abc")
+    assert price_node(by_id, CATALOG, now=NOW, custom=custom).hourly_usd == Decimal(33)
+    other = price_node(node("g5.xlarge", gpus=1), CATALOG, now=NOW, custom=custom)
+    assert other.source == "catalog"
+
+
+def test_kubecost_csv_row_without_type_or_id_is_an_error() -> None:
+    bad = "InstanceID,Region,AssetClass,InstanceIDField,InstanceType,MarketPriceHourly\n,us-east-1,node,,,3\n"
+    with pytest.raises(ValueError, match="row 2: give InstanceType"):
+        parse_custom_prices(bad)

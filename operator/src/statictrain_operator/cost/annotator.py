@@ -61,6 +61,7 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
         capacity_type=capacity_type(lab.get(labels.CAPACITY_TYPE)),
         gpu_product=lab.get(labels.GPU_PRODUCT),
         gpu_count=_gpu_count(node),
+        provider_id=(node.get("spec") or {}).get("providerID") or "",
     )
 
 
