@@ -207,7 +207,9 @@ def test_custom_prices_from_a_configmap_win_and_go_away_again(
         return ann
 
     try:
-        custom_rt.annotate(kget(cluster, "nodes")["items"])
+        nodes = kget(cluster, "nodes")["items"]
+        custom_rt.refresh_prices(nodes)  # what each run does: re-read the ConfigMap
+        custom_rt.annotate(nodes)
         od, spot = p5("on-demand"), p5("spot")
         assert (od[labels.HOURLY_COST], od[labels.GPU_HOURLY_COST], od[labels.PRICE_SOURCE]) == (
             "55.040000",

@@ -16,8 +16,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import urllib.request
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from pathlib import Path
+from typing import IO, Any, cast
 
 import kopf
 from prometheus_client import REGISTRY, CollectorRegistry
@@ -35,6 +37,7 @@ from statictrain.pricing import (
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.annotator import node_facts, plan_node_patches
 from statictrain_operator.cost.exporter import CostMetrics
+from statictrain_operator.cost.live_prices import refresh_azure
 from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.kube.clients import Clients, build
@@ -46,6 +49,10 @@ log = logging.getLogger(__name__)
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def _urlopen(url: str) -> IO[bytes]:
+    return cast(IO[bytes], urllib.request.urlopen(url, timeout=30))
 
 
 class CostRuntime:
@@ -62,6 +69,7 @@ class CostRuntime:
             default_gpu_hourly_usd=settings.default_gpu_price,
             live_max_age=timedelta(hours=settings.live_max_age_h),
         )
+        self._custom: list[CustomPrice] = []
         self._live: LiveQuotes | None = None
         self._live_at = datetime.min.replace(tzinfo=UTC)
         self.metrics = CostMetrics(registry)
@@ -74,19 +82,32 @@ class CostRuntime:
             clock=_now,
         )
 
-    def custom_prices(self) -> list[CustomPrice]:
+    def refresh_prices(self, nodes: list[dict[str, Any]]) -> None:
+        """Re-read custom prices and, when due, live quotes; node events reuse what this keeps."""
         ref = self.settings.custom_prices_configmap
-        if not ref:
-            return []
-        ns, name = ref.split("/")
-        text = read_configmap_key(self.core, ns, name, "prices.csv")
-        return parse_custom_prices(text) if text else []
+        if ref:
+            ns, name = ref.split("/")
+            text = read_configmap_key(self.core, ns, name, "prices.csv")
+            try:
+                self._custom = parse_custom_prices(text) if text else []
+            except ValueError as e:
+                log.warning("custom prices in ConfigMap %s ignored: %s", ref, e)
+        now = _now()
+        if "azure" in {p.strip() for p in self.settings.live_providers.split(",")}:
+            facts = [node_facts(n) for n in nodes]
+            skus = sorted(
+                {f.instance_type for f in facts if f.instance_type and f.instance_type.startswith("Standard_")}
+            )
+            regions = sorted({f.region for f in facts if f.region and f.instance_type in skus})
+            due = (now - self._live_at).total_seconds() > self.settings.live_refresh_s
+            if skus and due:
+                self._live = refresh_azure(_urlopen, regions, skus, now, Path(self.settings.live_cache_dir))
+                self._live_at = now
 
     def annotate(self, nodes: list[dict[str, Any]]) -> int:
         now = _now()
-        patches = plan_node_patches(
-            nodes, self.catalog, now=now, custom=self.custom_prices(), policy=self.policy
-        )
+        live = [self._live] if self._live is not None else []
+        patches = plan_node_patches(nodes, self.catalog, now=now, custom=self._custom, live=live, policy=self.policy)
         for name, patch in patches.items():
             patch_node_annotations(self.core, name, patch)
         for node in nodes:
@@ -102,7 +123,9 @@ class CostRuntime:
         return len(patches)
 
     def tick(self) -> None:
-        self.annotate(list_nodes(self.core))
+        nodes = list_nodes(self.core)
+        self.refresh_prices(nodes)
+        self.annotate(nodes)
         try:
             self.accountant.run_once()
         except Exception:
