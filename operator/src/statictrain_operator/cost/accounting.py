@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
+from statictrain import labels
 from statictrain.cost import Allocation, JobCost, JobKey, NodeInfo, PodInfo, Window, allocate
 from statictrain.money import ZERO, parse_usd
 from statictrain.pricing import Catalog, FallbackPolicy, NodeFacts, price_node
@@ -176,7 +177,13 @@ class Accountant:
         new_cost = accumulate(prev, inc, now=now, progress=status.get("progress"))
         if not self.kube.patch_job_status(key[0], key[1], {"cost": new_cost}):
             return  # deleted since it was listed: its cost stays in the metrics, no budget to enforce
-        labels_v = (key[1], key[0], inc.commit if inc else "", inc.team if inc else "")
+        cr_labels = meta.get("labels") or {}
+        labels_v = (
+            key[1],
+            key[0],
+            inc.commit if inc else cr_labels.get(labels.COMMIT, ""),
+            inc.team if inc else cr_labels.get(labels.TEAM, ""),
+        )
         limit = ((job.get("spec") or {}).get("budget") or {}).get("limitUSD")
         budget_f: float | None = None
         if limit:
