@@ -28,6 +28,8 @@ leaderElection:
   resourceName: {{ include "statictrain.scheduler.fullname" . }}
 profiles:
 - schedulerName: {{ $.Values.extender.scheduler.schedulerName }}
+  # Score every feasible node so packing sees the partly used ones.
+  percentageOfNodesToScore: 100
   plugins:
     score:
       disabled:
