@@ -66,9 +66,7 @@ def test_defaults_render_extender_and_scheduler() -> None:
 
 def test_extender_rbac_is_read_only_nodes_and_pods() -> None:
     (role,) = [r for r in by_kind(render(), "ClusterRole") if r["metadata"]["name"].endswith("extender")]
-    assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}
-    ]
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}]
 
 
 def test_tls_switches_to_https_with_ca() -> None:

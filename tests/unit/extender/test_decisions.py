@@ -37,15 +37,9 @@ ALL = ["h100-spot", "h100-od", "a100-od", "t4-od"]
     ("annotations", "want_pass", "want_unresolvable"),
     [
         pytest.param({}, ALL, [], id="no-policy-all-pass"),
-        pytest.param(
-            {CAPACITY_TYPES_ANNOTATION: "spot"}, ["h100-spot"], ["h100-od", "a100-od", "t4-od"], id="spot"
-        ),
-        pytest.param(
-            {GPU_MODELS_ANNOTATION: "A100,T4"}, ["a100-od", "t4-od"], ["h100-spot", "h100-od"], id="models"
-        ),
-        pytest.param(
-            {MAX_HOURLY_ANNOTATION: "40"}, ["h100-spot", "a100-od", "t4-od"], ["h100-od"], id="max-hourly"
-        ),
+        pytest.param({CAPACITY_TYPES_ANNOTATION: "spot"}, ["h100-spot"], ["h100-od", "a100-od", "t4-od"], id="spot"),
+        pytest.param({GPU_MODELS_ANNOTATION: "A100,T4"}, ["a100-od", "t4-od"], ["h100-spot", "h100-od"], id="models"),
+        pytest.param({MAX_HOURLY_ANNOTATION: "40"}, ["h100-spot", "a100-od", "t4-od"], ["h100-od"], id="max-hourly"),
         pytest.param(
             {CAPACITY_TYPES_ANNOTATION: "on-demand", GPU_MODELS_ANNOTATION: "H100"},
             ["h100-od"],
@@ -54,9 +48,7 @@ ALL = ["h100-spot", "h100-od", "a100-od", "t4-od"]
         ),
     ],
 )
-def test_filter_policy(
-    annotations: dict[str, str], want_pass: list[str], want_unresolvable: list[str]
-) -> None:
+def test_filter_policy(annotations: dict[str, str], want_pass: list[str], want_unresolvable: list[str]) -> None:
     got = filter_result(cluster(), {"Pod": pod_obj(annotations=annotations), "NodeNames": ALL}, NAMES)
     assert got["NodeNames"] == want_pass
     assert sorted(got["FailedAndUnresolvableNodes"]) == sorted(want_unresolvable)
@@ -119,9 +111,7 @@ def test_filter_accepts_inline_nodes_when_not_node_cache_capable() -> None:
 
 
 def test_prioritize_ranks_cheapest_work_first_and_keeps_order() -> None:
-    got = prioritize_result(
-        cluster(), {"Pod": pod_obj(gpus=8), "NodeNames": ALL}, NAMES, Weights(cost=1, pack=0)
-    )
+    got = prioritize_result(cluster(), {"Pod": pod_obj(gpus=8), "NodeNames": ALL}, NAMES, Weights(cost=1, pack=0))
     assert [h["Host"] for h in got] == ALL
     scores = {h["Host"]: h["Score"] for h in got}
     # per unit of work: h100-spot 5/2.5=2.0, h100-od 12.29/2.5=4.9, a100 4.10/1=4.1, t4 0.98/0.15=6.5
@@ -164,9 +154,7 @@ def test_state_tracks_gpu_allocations_by_pod_uid() -> None:
     state = cluster()
     state.replace_pods([pod_obj(gpus=2, uid="a", node="a100-od", phase="Running")])
     state.upsert_pod(pod_obj(gpus=3, uid="b", node="a100-od", phase="Running"))
-    state.upsert_pod(
-        pod_obj(gpus=3, uid="b", node="a100-od", phase="Running")
-    )  # same pod again: no double count
+    state.upsert_pod(pod_obj(gpus=3, uid="b", node="a100-od", phase="Running"))  # same pod again: no double count
     assert state.used_gpu_milli == {"a100-od": 5000}
     state.upsert_pod(pod_obj(gpus=3, uid="b", node="a100-od", phase="Succeeded"))
     assert state.used_gpu_milli == {"a100-od": 2000}
@@ -177,9 +165,7 @@ def test_state_tracks_gpu_allocations_by_pod_uid() -> None:
 
 def test_uniform_throughput_pods_pick_cheapest_gpu_hour() -> None:
     body = {"Pod": pod_obj(annotations={"statictrain.io/gpu-throughput": "uniform"}), "NodeNames": ALL}
-    scores = {
-        h["Host"]: h["Score"] for h in prioritize_result(cluster(), body, NAMES, Weights(cost=1, pack=0))
-    }
+    scores = {h["Host"]: h["Score"] for h in prioritize_result(cluster(), body, NAMES, Weights(cost=1, pack=0))}
     # per GPU-hour: t4 0.98, h100-spot 5.0, a100 4.10, h100-od 12.29
     assert scores["t4-od"] == 10
     assert scores["t4-od"] > scores["a100-od"] >= scores["h100-spot"] > scores["h100-od"]

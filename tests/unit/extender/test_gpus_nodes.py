@@ -50,9 +50,7 @@ def test_parse_quantity_int(value: object, want: int) -> None:
         pytest.param({"hourly": "8", "gpu_hourly": None, "gpus": 0}, None, 8.0, id="cpu-node"),
     ],
 )
-def test_node_prices(
-    kwargs: dict[str, object], want_gpu_hourly: float | None, want_hourly: float | None
-) -> None:
+def test_node_prices(kwargs: dict[str, object], want_gpu_hourly: float | None, want_hourly: float | None) -> None:
     got = node_from_object(node_obj("n", **kwargs))  # type: ignore[arg-type]
     assert got.gpu_hourly_usd == want_gpu_hourly
     assert got.hourly_usd == want_hourly

@@ -69,15 +69,9 @@ def test_policy_errors_say_what_to_fix(annotations: dict[str, str], want_in_mess
             "unlabelled",
             id="unlabelled",
         ),
-        pytest.param(
-            info("n", family="T4"), PlacementPolicy(gpu_families=frozenset({"A100"})), "GPU model", id="gpu"
-        ),
-        pytest.param(
-            info("n", family="A100"), PlacementPolicy(gpu_families=frozenset({"A100"})), None, id="gpu-ok"
-        ),
-        pytest.param(
-            info("n", hourly=40.0), PlacementPolicy(max_hourly_usd=32.0), "above max", id="too-expensive"
-        ),
+        pytest.param(info("n", family="T4"), PlacementPolicy(gpu_families=frozenset({"A100"})), "GPU model", id="gpu"),
+        pytest.param(info("n", family="A100"), PlacementPolicy(gpu_families=frozenset({"A100"})), None, id="gpu-ok"),
+        pytest.param(info("n", hourly=40.0), PlacementPolicy(max_hourly_usd=32.0), "above max", id="too-expensive"),
         pytest.param(info("n", hourly=32.0), PlacementPolicy(max_hourly_usd=32.0), None, id="at-max"),
         pytest.param(info("n", hourly=None), PlacementPolicy(max_hourly_usd=32.0), "no price", id="unpriced"),
     ],

@@ -13,9 +13,7 @@ CAPACITY = {"a": 8000, "b": 2000}
 def obs(
     name: str, node: str | None, created: float, bound: float | None, deleted: float, *, milli: int = 1000
 ) -> Observed:
-    return Observed(
-        name=name, gpu_milli=milli, created_s=created, deleted_s=deleted, bound_s=bound, node=node
-    )
+    return Observed(name=name, gpu_milli=milli, created_s=created, deleted_s=deleted, bound_s=bound, node=node)
 
 
 def test_cost_counts_node_busy_time_once_for_overlapping_pods() -> None:

@@ -10,11 +10,7 @@ from statictrain_extender.replay.plan import Action, ReplayWindow, plan_actions,
 from statictrain_extender.replay.prices import CATALOG_MODEL, price_nodes
 from statictrain_extender.replay.trace import TraceError, TraceNode, TracePod, parse_nodes, parse_pods
 
-NODES_CSV = (
-    "sn,cpu_milli,memory_mib,gpu,model\n"
-    "openb-node-0001,64000,262144,2,T4\n"
-    "Openb-Node-0002,96000,786432,8,G2\n"
-)
+NODES_CSV = "sn,cpu_milli,memory_mib,gpu,model\nopenb-node-0001,64000,262144,2,T4\nOpenb-Node-0002,96000,786432,8,G2\n"
 PODS_HEADER = (
     ",".join(
         [
@@ -44,9 +40,7 @@ def test_parse_nodes() -> None:
 
 
 def test_parse_pods_sorted_and_gpu_demand() -> None:
-    text = (
-        PODS_HEADER + "p-b,6000,12288,1,460,,LS,Running,20,30,20\np-a,1000,1024,8,1000,,BE,Failed,10,50,11\n"
-    )
+    text = PODS_HEADER + "p-b,6000,12288,1,460,,LS,Running,20,30,20\np-a,1000,1024,8,1000,,BE,Failed,10,50,11\n"
     got = parse_pods(text)
     assert [p.name for p in got] == ["p-a", "p-b"]
     assert [p.total_gpu_milli for p in got] == [8000, 460]
@@ -56,15 +50,9 @@ def test_parse_pods_sorted_and_gpu_demand() -> None:
     ("text", "want"),
     [
         pytest.param("sn,cpu_milli\nx,1\n", "missing column", id="missing-columns"),
-        pytest.param(
-            "sn,cpu_milli,memory_mib,gpu,model\nn1,1000,10,2,\n", "no model", id="gpu-without-model"
-        ),
-        pytest.param(
-            "sn,cpu_milli,memory_mib,gpu,model\nn1,x,10,0,\n", "line 2: cpu_milli", id="not-a-number"
-        ),
-        pytest.param(
-            "sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,0,\nn1,1,1,0,\n", "listed twice", id="duplicate"
-        ),
+        pytest.param("sn,cpu_milli,memory_mib,gpu,model\nn1,1000,10,2,\n", "no model", id="gpu-without-model"),
+        pytest.param("sn,cpu_milli,memory_mib,gpu,model\nn1,x,10,0,\n", "line 2: cpu_milli", id="not-a-number"),
+        pytest.param("sn,cpu_milli,memory_mib,gpu,model\nn1,1,1,0,\nn1,1,1,0,\n", "listed twice", id="duplicate"),
         pytest.param("sn,cpu_milli,memory_mib,gpu,model\nnode_1,1,1,0,\n", "DNS label", id="bad-name"),
         pytest.param("sn,cpu_milli,memory_mib,gpu,model\n", "no nodes", id="empty"),
     ],
@@ -147,12 +135,8 @@ def test_manifests_confine_replay_pods_to_replay_nodes() -> None:
     assert manifest["metadata"]["annotations"]["statictrain.io/hourly-cost-usd"] == str(
         (price.hourly_usd).quantize(Decimal("0.000001"))
     )
-    assert {"key": "statictrain.io/replay", "value": "r1", "effect": "NoSchedule"} in manifest["spec"][
-        "taints"
-    ]
-    p = pod_manifest(
-        pod("p1", 0, 1), namespace="ns", scheduler_name="s", replay_id="r1", uniform_throughput=True
-    )
+    assert {"key": "statictrain.io/replay", "value": "r1", "effect": "NoSchedule"} in manifest["spec"]["taints"]
+    p = pod_manifest(pod("p1", 0, 1), namespace="ns", scheduler_name="s", replay_id="r1", uniform_throughput=True)
     assert p["spec"]["nodeSelector"] == {"statictrain.io/replay": "r1"}
     assert p["spec"]["schedulerName"] == "s"
     resources = p["spec"]["containers"][0]["resources"]

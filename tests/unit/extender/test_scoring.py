@@ -134,9 +134,7 @@ def test_cost_per_work() -> None:
             id="measured-ratio-replaces-default-ratio",
         ),
         pytest.param({"A100": 0.5}, {"A100": 1.0}, id="single-measurement-anchors-to-default"),
-        pytest.param(
-            {"A100": float("nan"), "H100": -1.0}, DEFAULT_RELATIVE_THROUGHPUT, id="bad-samples-ignored"
-        ),
+        pytest.param({"A100": float("nan"), "H100": -1.0}, DEFAULT_RELATIVE_THROUGHPUT, id="bad-samples-ignored"),
         pytest.param({"NEWGPU": 0.5}, {"NEWGPU": 2.0}, id="measured-only-model"),
     ],
 )

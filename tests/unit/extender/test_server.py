@@ -67,10 +67,7 @@ def test_filter_and_prioritize_round_trip() -> None:
     assert status == 200
     assert scores[:2] == [{"Host": "n0", "Score": 10}, {"Host": "n1", "Score": 9}]
     assert (
-        registry.get_sample_value(
-            "statictrain_extender_requests_total", {"verb": "prioritize", "outcome": "ok"}
-        )
-        == 1.0
+        registry.get_sample_value("statictrain_extender_requests_total", {"verb": "prioritize", "outcome": "ok"}) == 1.0
     )
 
 
@@ -89,9 +86,7 @@ def test_malformed_bodies_get_valid_answers() -> None:
     assert status == 400 and "ExtenderArgs" in result["Error"]
     assert seen["empty"][0] == 200 and seen["empty"][1]["Error"]
     assert (
-        registry.get_sample_value(
-            "statictrain_extender_requests_total", {"verb": "prioritize", "outcome": "error"}
-        )
+        registry.get_sample_value("statictrain_extender_requests_total", {"verb": "prioritize", "outcome": "error"})
         == 1.0
     )
 
