@@ -63,7 +63,7 @@ class CostRuntime:
     ) -> None:
         self.settings = settings
         clients = clients or build()
-        self.core, self.custom_api = clients.core, clients.custom
+        self.core = clients.core
         self.catalog: Catalog = parse_catalog(shipped_catalog_text())
         self.policy = FallbackPolicy(
             default_gpu_hourly_usd=settings.default_gpu_price,
@@ -74,7 +74,7 @@ class CostRuntime:
         self._live_at = datetime.min.replace(tzinfo=UTC)
         self.metrics = CostMetrics(registry)
         self.accountant = Accountant(
-            kube=KubeCostClient(self.core, self.custom_api, _now),
+            kube=KubeCostClient(clients, _now),
             prom=HttpPrometheus(settings.prometheus_url),
             catalog=self.catalog,
             settings=settings,

@@ -10,7 +10,8 @@ from typing import Any, cast
 from kubernetes import client
 from statictrain import labels
 
-from statictrain_operator.kube.clients import build
+from statictrain_operator.kube import trainingjobs
+from statictrain_operator.kube.clients import Clients, build
 
 log = logging.getLogger(__name__)
 
@@ -44,21 +45,6 @@ def list_jobs(custom: client.CustomObjectsApi, namespace: str | None = None) -> 
     else:
         resp = custom.list_cluster_custom_object(group, version, plural)
     return cast(list[dict[str, Any]], cast(dict[str, Any], resp).get("items", []))
-
-
-def patch_job_status(
-    custom: client.CustomObjectsApi, namespace: str, name: str, status: Mapping[str, Any]
-) -> bool:
-    """Merge-patch the status subresource of a StaticTrainingJob; False when the job is gone."""
-    return _unless_gone(
-        custom.patch_namespaced_custom_object_status,
-        labels.GROUP,
-        labels.VERSION,
-        namespace,
-        labels.PLURAL,
-        name,
-        {"status": dict(status)},
-    )
 
 
 def _unless_gone(call: Any, *args: Any) -> bool:
@@ -119,9 +105,10 @@ def emit_job_event(
 class KubeCostClient:
     """The calls of cost accounting, over the official client (implements cost.accounting.CostKube)."""
 
-    def __init__(self, core: client.CoreV1Api, custom: client.CustomObjectsApi, clock: Any) -> None:
-        self.core = core
-        self.custom = custom
+    def __init__(self, clients: Clients, clock: Any) -> None:
+        self.clients = clients
+        self.core = clients.core
+        self.custom = clients.custom
         self.clock = clock
 
     def list_nodes(self) -> list[dict[str, Any]]:
@@ -135,15 +122,13 @@ class KubeCostClient:
         return list_jobs(self.custom)
 
     def patch_job_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> bool:
-        return patch_job_status(self.custom, namespace, name, status)
+        return trainingjobs.patch_status(self.clients, namespace, name, status)
 
     def patch_job(self, namespace: str, name: str, patch: Mapping[str, Any]) -> bool:
         return patch_job(self.custom, namespace, name, patch)
 
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
-        emit_job_event(
-            self.core, job, reason=reason, message=message, event_type=event_type, now=self.clock()
-        )
+        emit_job_event(self.core, job, reason=reason, message=message, event_type=event_type, now=self.clock())
 
 
 class ClusterUnavailableError(RuntimeError):
