@@ -56,6 +56,7 @@ class Converger:
         self.locks: dict[Key, asyncio.Lock] = {}
         self.recent: dict[Key, dict[str, Mapping[str, Any]]] = {}
         self.scheduled: set[Key] = set()
+        self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
 
     async def converge(self, key: Key) -> None:
         lock = self.locks.setdefault(key, asyncio.Lock())
@@ -70,6 +71,7 @@ class Converger:
         elif self.trainingjob(key) is None:
             self.locks.pop(key, None)
             self.recent.pop(key, None)
+            self.desired.pop(key, None)
 
     def later(self, key: Key) -> None:
         """Converge `key` again after settings.requeue_s (once, however often asked)."""
@@ -84,6 +86,16 @@ class Converger:
 
         self.rt.tasks.append(asyncio.get_running_loop().create_task(again()))
         self.rt.tasks[:] = [t for t in self.rt.tasks if not t.done()]
+
+    def _desired(self, key: Key, view: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Desired children, rebuilt only when the job's uid, generation or labels change."""
+        meta = view["metadata"]
+        signature = (meta["uid"], meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())))
+        cached = self.desired.get(key)
+        if cached is None or cached[0] != signature:
+            cached = (signature, reconcile.desired_children(owner_of(view), self.rt.settings))
+            self.desired[key] = cached
+        return cached[1]
 
     def _observed(self, key: Key, kind: str, indexed: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
         recent = self.recent.get(key, {})
@@ -101,7 +113,7 @@ class Converger:
         job = self._observed(key, "Job", self.worker_job(key))
         current: api.Status = view.get("status") or {}
         finished = current.get("phase") in api.FINISHED_PHASES
-        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
+        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=self._desired(key, view))
         if plan.create:  # create the missing children concurrently, then do the rest of the plan
             made = await asyncio.gather(
                 *(asyncio.to_thread(workers.create, self.rt.clients, obj) for obj in plan.create)

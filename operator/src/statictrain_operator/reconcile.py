@@ -48,6 +48,11 @@ def _finished(job: Mapping[str, Any]) -> bool:
     return False
 
 
+def desired_children(owner: children.Owner, settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(headless Service, worker Job) as they should be."""
+    return children.service(owner), children.worker_job(owner, settings)
+
+
 def plan(
     owner: children.Owner,
     settings: Settings,
@@ -55,25 +60,27 @@ def plan(
     observed_job: Mapping[str, Any] | None,
     *,
     finished: bool = False,
+    desired: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> Plan:
     """The writes that bring the children of `owner` to the desired state.
 
     A job that already Succeeded or Failed (`finished`) gets nothing, even if
-    its children are gone: it must never train again.
+    its children are gone: it must never train again. `desired` is
+    (Service, Job) from ``desired_children`` when the caller has it already.
     """
     if finished:
         return Plan()
     create: list[dict[str, Any]] = []
-    desired_job = children.worker_job(owner, settings)
-    for kind, observed, desired in (
-        ("Service", observed_service, children.service(owner)),
+    desired_service, desired_job = desired or desired_children(owner, settings)
+    for kind, observed, want in (
+        ("Service", observed_service, desired_service),
         ("Job", observed_job, desired_job),
     ):
         if observed is None:
-            create.append(desired)
+            create.append(want)
         elif not _owned_by(observed, owner.uid):
             return Plan(
-                wait=f"{kind} {desired['metadata']['name']} belongs to another owner; "
+                wait=f"{kind} {want['metadata']['name']} belongs to another owner; "
                 "waiting for the garbage collector to remove it"
             )
     if observed_job is None:

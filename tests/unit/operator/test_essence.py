@@ -41,3 +41,9 @@ def test_essence_is_a_copy() -> None:
     ours = TrimmedDiffBaseStorage().build(body=kopf.Body(cast(kopf.RawBody, BODY)))
     ours["spec"]["replicas"] = 99
     assert BODY["spec"]["replicas"] == 2
+
+
+def test_kinds_without_change_handlers_get_no_essence() -> None:
+    job = {**BODY, "kind": "Job", "apiVersion": "batch/v1"}
+    assert TrimmedDiffBaseStorage().build(body=kopf.Body(cast(kopf.RawBody, job))) == {}
+    assert TrimmedDiffBaseStorage(kinds=["Job"]).build(body=kopf.Body(cast(kopf.RawBody, job)))["spec"]
