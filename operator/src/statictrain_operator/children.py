@@ -293,10 +293,10 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         "env": [
             *identity,
             {"name": envvars.STATS_DIR, "value": settings.stats_dir},
-            {"name": envvars.METRICS_PORT, "value": str(settings.metrics_port)},
+            {"name": envvars.METRICS_PORT, "value": str(settings.sidecar_metrics_port)},
             {"name": envvars.SAMPLE_INTERVAL_S, "value": str(settings.sample_interval_s)},
         ],
-        "ports": [{"name": "metrics", "containerPort": settings.metrics_port}],
+        "ports": [{"name": "metrics", "containerPort": settings.sidecar_metrics_port}],
         "resources": {
             "requests": {"cpu": settings.sidecar_cpu, "memory": settings.sidecar_memory},
             "limits": {"memory": settings.sidecar_memory},

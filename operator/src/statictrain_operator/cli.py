@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
+from statictrain import envconfig
+
 from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 from statictrain_operator.kube.costs import ClusterUnavailableError, list_jobs_for_report
 from statictrain_operator.report.fetch import fetch
@@ -27,7 +29,7 @@ from statictrain_operator.report.progress import ProgressBar
 from statictrain_operator.report.status import status_report
 from statictrain_operator.report.text import to_csv, to_json, to_table
 
-PROMETHEUS_ENV = "STATICTRAIN_PROMETHEUS_URL"
+PROMETHEUS_ENV = envconfig.PROMETHEUS_URL_ENV
 RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html}
 
 

@@ -6,17 +6,18 @@ documents each); tests build ``Settings(...)`` directly.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
+
+from statictrain import envconfig
 
 ENV_PREFIX = "STATICTRAIN_OPERATOR_"
 
 
-class SettingsError(ValueError):
-    """An environment variable holds a value the operator cannot use."""
+SettingsError = envconfig.EnvConfigError
+"""An environment variable holds a value the operator cannot use."""
 
 
 def _default_tolerations() -> list[dict[str, Any]]:
@@ -39,8 +40,10 @@ class Settings:
     """Image of the profiling sidecar container in every worker pod."""
     image_pull_policy: str = "IfNotPresent"
     """imagePullPolicy of the trainer and sidecar containers."""
-    metrics_port: int = 9400
-    """Port of the sidecar's /metrics endpoint (scraped by Prometheus)."""
+    sidecar_metrics_port: int = 9400
+    """Port of the sidecar's /metrics endpoint in every worker pod (scraped by Prometheus)."""
+    own_metrics_port: int = 9401
+    """Port of the operator's own /metrics endpoint (job cost and anomaly metrics); 0 disables it."""
     sample_interval_s: int = 1
     """Seconds between the sidecar's NVML samples."""
     stats_dir: str = "/var/run/statictrain"
@@ -75,43 +78,20 @@ class Settings:
     """Threads (and pooled connections) running the synchronous Kubernetes client calls."""
 
 
-def _parse(name: str, raw: str, default: Any) -> Any:
-    env = ENV_PREFIX + name.upper()
-    try:
-        if isinstance(default, bool):
-            if raw.lower() not in ("true", "false"):
-                raise ValueError("expected true or false")
-            return raw.lower() == "true"
-        if isinstance(default, int):
-            return int(raw)
-        if isinstance(default, float):
-            return float(raw)
-        if isinstance(default, tuple):
-            return tuple(p.strip() for p in raw.split(",") if p.strip())
-        if isinstance(default, list | dict):
-            value = json.loads(raw)
-            if not isinstance(value, type(default)):
-                raise ValueError(f"expected a JSON {type(default).__name__}")
-            return value
-        return raw
-    except ValueError as e:
-        raise SettingsError(f"{env}={raw!r} is not valid: {e}") from None
-
-
 def from_env(environ: Mapping[str, str]) -> Settings:
     """Settings from ``environ``; unset variables keep the defaults.
 
     Raises SettingsError naming the variable when a value does not parse.
     """
-    base = Settings()
-    values: dict[str, Any] = {}
-    for f in fields(Settings):
-        raw = environ.get(ENV_PREFIX + f.name.upper())
-        if raw is not None:
-            values[f.name] = _parse(f.name, raw, getattr(base, f.name))
-    settings = Settings(**values)
-    if settings.metrics_port <= 0 or settings.metrics_port > 65535:
-        raise SettingsError(f"{ENV_PREFIX}METRICS_PORT must be a port number (1-65535), got {settings.metrics_port}")
+    settings = envconfig.fill(Settings, ENV_PREFIX, environ)
+    if not 0 < settings.sidecar_metrics_port <= 65535:
+        raise SettingsError(
+            f"{ENV_PREFIX}SIDECAR_METRICS_PORT must be a port number (1-65535), got {settings.sidecar_metrics_port}"
+        )
+    if not 0 <= settings.own_metrics_port <= 65535:
+        raise SettingsError(
+            f"{ENV_PREFIX}OWN_METRICS_PORT must be a port number (1-65535) or 0, got {settings.own_metrics_port}"
+        )
     return settings
 
 

@@ -40,7 +40,7 @@ def operator(cluster: Any, namespace: str, tmp_path: Path) -> Iterator[Callable[
             "STATICTRAIN_OPERATOR_PARTS": "anomaly",
             "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps([KWOK_TOLERATION]),
             "STATICTRAIN_OPERATOR_HEARTBEAT_NAMESPACE": namespace,
-            "STATICTRAIN_ANOMALY_PROMETHEUS_URL": cluster.prometheus_url,
+            "STATICTRAIN_PROMETHEUS_URL": cluster.prometheus_url,
             "STATICTRAIN_ANOMALY_INTERVAL_S": "2",
             "STATICTRAIN_ANOMALY_LOOKBACK_S": "600",
             "STATICTRAIN_ANOMALY_STEP_S": "1",

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import timedelta
+
+from statictrain import envconfig
 
 from statictrain_operator.anomaly.detector import DetectorSettings
 from statictrain_operator.anomaly.findings import FindingSettings
@@ -21,7 +23,7 @@ class AnomalySettings:
     enabled: bool = True
     """Run the anomaly timer at all."""
     prometheus_url: str = "http://prometheus-server:9090"
-    """Base URL of the Prometheus that scrapes the sidecars and the operator."""
+    """Base URL of the Prometheus that scrapes the sidecars and the operator (STATICTRAIN_PROMETHEUS_URL)."""
     interval_s: float = 60.0
     """Seconds between two evaluations of a job (the refit schedule of its models)."""
     lookback_s: float = 2 * 86400.0
@@ -80,25 +82,7 @@ class AnomalySettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AnomalySettings:
-        """Settings from ``STATICTRAIN_ANOMALY_*``; a bad value raises ValueError naming the variable."""
+        """Settings from ``STATICTRAIN_ANOMALY_*`` (Prometheus URL: STATICTRAIN_PROMETHEUS_URL, else the part's own
+        variable); a bad value raises ValueError naming the variable."""
         env = os.environ if env is None else env
-        kwargs: dict[str, object] = {}
-        for f in fields(cls):
-            key = ENV_PREFIX + f.name.upper()
-            if key not in env:
-                continue
-            raw = env[key]
-            try:
-                if f.type in ("bool", bool):
-                    if raw.lower() not in ("true", "false"):
-                        raise ValueError("expected true or false")
-                    kwargs[f.name] = raw.lower() == "true"
-                elif f.type in ("float", float):
-                    kwargs[f.name] = float(raw)
-                elif f.type in ("int", int):
-                    kwargs[f.name] = int(raw)
-                else:
-                    kwargs[f.name] = raw
-            except ValueError as exc:
-                raise ValueError(f"{key}={raw!r}: {exc}") from exc
-        return cls(**kwargs)  # type: ignore[arg-type]
+        return envconfig.fill(cls, ENV_PREFIX, env, {"prometheus_url": envconfig.PROMETHEUS_URL_ENV})

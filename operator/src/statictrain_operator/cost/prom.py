@@ -84,7 +84,7 @@ class HttpPrometheus:
             reason = getattr(e, "reason", e)
             raise PrometheusUnavailableError(
                 f"cannot reach Prometheus at {self.base_url} ({reason}); check the URL (--prometheus-url or "
-                "STATICTRAIN_PROMETHEUS_URL for reports, STATICTRAIN_COST_PROMETHEUS_URL for the operator) "
+                "STATICTRAIN_PROMETHEUS_URL) "
                 "and that Prometheus is running"
             ) from None
         if payload.get("status") != "success":

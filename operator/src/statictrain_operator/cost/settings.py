@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from decimal import Decimal
 
+from statictrain import envconfig
 from statictrain.money import parse_usd
 
 ENV_PREFIX = "STATICTRAIN_COST_"
@@ -17,7 +18,7 @@ class CostSettings:
     """How the operator prices nodes and accounts job cost."""
 
     prometheus_url: str = "http://prometheus-server:9090"
-    """Base URL of the Prometheus that scrapes the sidecars and the operator."""
+    """Base URL of the Prometheus that scrapes the sidecars and the operator (STATICTRAIN_PROMETHEUS_URL)."""
     interval_s: float = 30.0
     """Seconds between accounting runs (each run accounts the time since the previous one)."""
     idle_threshold: float = 0.05
@@ -64,22 +65,7 @@ class CostSettings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> CostSettings:
+        """Settings from ``STATICTRAIN_COST_*`` (Prometheus URL: STATICTRAIN_PROMETHEUS_URL, else the part's own
+        variable); a bad value raises ValueError naming the variable."""
         env = os.environ if env is None else env
-        kwargs: dict[str, object] = {}
-        for f in fields(cls):
-            key = ENV_PREFIX + f.name.upper()
-            if key not in env:
-                continue
-            raw = env[key]
-            try:
-                if f.type in ("bool", bool):
-                    if raw.lower() not in ("true", "false"):
-                        raise ValueError("expected true or false")
-                    kwargs[f.name] = raw.lower() == "true"
-                elif f.type in ("float", float):
-                    kwargs[f.name] = float(raw)
-                else:
-                    kwargs[f.name] = raw
-            except ValueError as e:
-                raise ValueError(f"{key}={raw!r}: {e}") from None
-        return cls(**kwargs)  # type: ignore[arg-type]
+        return envconfig.fill(cls, ENV_PREFIX, env, {"prometheus_url": envconfig.PROMETHEUS_URL_ENV})
