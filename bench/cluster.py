@@ -49,7 +49,8 @@ def main() -> None:
     args = ap.parse_args()
     bin_dir = build_binaries(log=sys.stderr)
     build_record = bin_dir.parent / "build-time.json"
-    cold = json.loads(build_record.read_text())["build_seconds"] if build_record.exists() else None
+    record = json.loads(build_record.read_text()) if build_record.exists() else {}
+    cold = record.get("build_seconds")
     starts, rss = [], []
     for i in range(args.runs):
         c = LocalCluster(f"bench-{os.getpid()}-{i}")
@@ -62,8 +63,8 @@ def main() -> None:
         c.stop()
     result = {
         "cold_build_s": cold,
-        "cold_build_note": "wall seconds of build-binaries.sh with empty Go module and build caches, "
-                           "recorded by the script itself in <cache>/<versions>/build-time.json",
+        "cold_build_note": record.get("measured_by", "wall seconds of build-binaries.sh with empty Go module and "
+                                      "build caches, recorded by the script in <cache>/<versions>/build-time.json"),
         "warm_start_s": round(statistics.median(starts), 2),
         "warm_start_runs_s": [round(s, 2) for s in starts],
         "warm_start_measures": f"statictrain-cluster start with cached binaries until /readyz and all {nodes} "
