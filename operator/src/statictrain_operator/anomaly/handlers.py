@@ -1,83 +1,123 @@
 """kopf registration of the anomaly loop. Imported by the operator's main.py.
 
 * ``@kopf.on.startup``: build the Evaluator (settings from STATICTRAIN_ANOMALY_*,
-  Prometheus reader, API clients, metrics) into kopf's memo;
-* ``@kopf.timer`` on StaticTrainingJobs: every ``STATICTRAIN_ANOMALY_INTERVAL_S``
-  seconds, evaluate the job in a worker thread (Prophet fits are CPU-bound).
+  Prometheus reader, API clients, metrics) into kopf's memo and start a
+  background task that, every ``STATICTRAIN_ANOMALY_INTERVAL_S`` seconds,
+  evaluates each running job kopf's ``trainingjobs_index`` holds, in a worker
+  thread (Prophet fits are CPU-bound); stopped on ``@kopf.on.cleanup``.
 
-The handlers only translate; the work is in evaluate.Evaluator.
+A task over the index, not a ``@kopf.timer``: kopf puts a finalizer on every
+object a timer serves, so deleting a job (or its namespace) while the operator
+is down would hang. The handlers only translate; the work is in evaluate.Evaluator.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 from prometheus_client import REGISTRY
-from statictrain import labels
 
 from statictrain_operator.anomaly.evaluate import Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.namespaces import NamespaceEvaluator
-from statictrain_operator.anomaly.settings import ENV_PREFIX, AnomalySettings
+from statictrain_operator.anomaly.settings import AnomalySettings
 from statictrain_operator.cost.prom import HttpPrometheus
-from statictrain_operator.kube.clients import build
+from statictrain_operator.kube.clients import Clients, build
 from statictrain_operator.kube.remediate import KubeJobApi, KubeNamespaceEvents
 
 log = logging.getLogger(__name__)
+
+FINISHED = ("Succeeded", "Failed")
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _interval() -> float:
-    # kopf fixes a timer's interval at registration; the settings object validates the same variable.
-    return AnomalySettings.from_env({k: v for k, v in os.environ.items() if k == ENV_PREFIX + "INTERVAL_S"}).interval_s
+def running_jobs(index: Mapping[Any, Any]) -> list[dict[str, Any]]:
+    """Jobs (metadata, spec, status) of the index that have not finished, in a stable order."""
+    out = []
+    for key in sorted(index.keys()):
+        for view in list(index.get(key) or ()):
+            if (view.get("status") or {}).get("phase") in FINISHED:
+                continue
+            out.append({"metadata": dict(view["metadata"]), "spec": dict(view["spec"]), "status": dict(view["status"])})
+    return out
+
+
+async def evaluate_all(evaluator: Evaluator, namespaces: NamespaceEvaluator, index: Mapping[Any, Any]) -> None:
+    """One pass: every running job, then the namespace-level checks of their namespaces."""
+    for job in running_jobs(index):
+        meta = job["metadata"]
+        try:
+            outcome = await asyncio.to_thread(evaluator.evaluate, job)
+        except Exception:
+            log.exception("anomaly check %s/%s failed; retrying next interval", meta["namespace"], meta["name"])
+            continue
+        reason = outcome.decision.reason if outcome.decision else "RemediationOff"
+        log.info(
+            "anomaly check %s/%s: %s; new anomalies %s; actions %s",
+            meta["namespace"],
+            meta["name"],
+            reason,
+            outcome.new_anomalies,
+            outcome.applied,
+        )
+        try:
+            await asyncio.to_thread(namespaces.maybe_evaluate, meta["namespace"] or "")
+        except Exception:
+            log.exception("namespace anomaly check of %s failed", meta["namespace"])
+
+
+async def _loop(
+    settings: AnomalySettings,
+    evaluator: Evaluator,
+    namespaces: NamespaceEvaluator,
+    index: Mapping[Any, Any],
+    stop: asyncio.Event,
+) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), timeout=settings.interval_s / 4)
+    while not stop.is_set():
+        await evaluate_all(evaluator, namespaces, index)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=settings.interval_s)
 
 
 @kopf.on.startup()
-async def anomaly_startup(memo: kopf.Memo, **_: Any) -> None:
+async def anomaly_startup(memo: kopf.Memo, **kwargs: Any) -> None:
     settings = AnomalySettings.from_env()
     if not settings.enabled:
         return
-    clients = await asyncio.to_thread(build, os.environ.get("KUBECONFIG"))
+    main_runtime = memo.get("runtime")  # main.py's Runtime: reuse its API clients (same cluster, same pool)
+    clients: Clients | None = getattr(main_runtime, "clients", None)
+    if clients is None:
+        clients = await asyncio.to_thread(build, os.environ.get("KUBECONFIG"))
     prom = HttpPrometheus(settings.prometheus_url, settings.query_timeout_s)
     metrics = AnomalyMetrics(REGISTRY)
-    memo["anomaly_evaluator"] = Evaluator(settings, prom, KubeJobApi(clients.custom, clients.core), metrics, _now)
-    memo["anomaly_namespaces"] = NamespaceEvaluator(settings, prom, KubeNamespaceEvents(clients.core), metrics, _now)
-
-
-@kopf.timer(
-    labels.GROUP,
-    labels.VERSION,
-    labels.PLURAL,
-    interval=_interval(),
-    initial_delay=_interval() / 4,
-    id="anomaly",
-)
-async def anomaly_timer(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    evaluator: Evaluator | None = memo.get("anomaly_evaluator")
-    if evaluator is None:
-        return
-    phase = (body.get("status") or {}).get("phase")
-    if phase in ("Succeeded", "Failed"):
-        return
-    job = {"metadata": dict(body.metadata), "spec": dict(body.spec), "status": dict(body.status)}
-    outcome = await asyncio.to_thread(evaluator.evaluate, job)
-    namespaces: NamespaceEvaluator | None = memo.get("anomaly_namespaces")
-    if namespaces is not None:
-        await asyncio.to_thread(namespaces.maybe_evaluate, body.metadata.namespace or "")
-    reason = outcome.decision.reason if outcome.decision else "RemediationOff"
-    log.info(
-        "anomaly check %s/%s: %s; new anomalies %s; actions %s",
-        body.metadata.namespace,
-        body.metadata.name,
-        reason,
-        outcome.new_anomalies,
-        outcome.applied,
+    evaluator = Evaluator(settings, prom, KubeJobApi(clients.custom, clients.core), metrics, _now)
+    namespaces = NamespaceEvaluator(settings, prom, KubeNamespaceEvents(clients.core), metrics, _now)
+    stop = asyncio.Event()
+    memo["anomaly_evaluator"] = evaluator
+    memo["anomaly_namespaces"] = namespaces
+    memo["anomaly_stop"] = stop
+    memo["anomaly_task"] = asyncio.create_task(
+        _loop(settings, evaluator, namespaces, kwargs["trainingjobs_index"], stop)
     )
+
+
+@kopf.on.cleanup()
+async def anomaly_cleanup(memo: kopf.Memo, **_: Any) -> None:
+    stop = memo.get("anomaly_stop")
+    task = memo.get("anomaly_task")
+    if stop is not None:
+        stop.set()
+    if task is not None:
+        await task
