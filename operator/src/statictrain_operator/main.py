@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 import kopf
+import prometheus_client
 from statictrain import labels
 
 from . import essence, runtime, settings
@@ -73,6 +74,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default="http://0.0.0.0:8080/healthz",
         help="liveness endpoint URL; empty disables it (default: %(default)s)",
     )
+    p.add_argument(
+        "--metrics-port",
+        type=int,
+        default=None,
+        help="port of the operator's own /metrics (job cost, anomaly metrics); 0 disables it "
+        "(default: $STATICTRAIN_OPERATOR_OWN_METRICS_PORT, else 9401)",
+    )
+    p.add_argument(
+        "--metrics-address", default="0.0.0.0", help="address /metrics listens on (default: %(default)s)"
+    )
     p.add_argument("--verbose", action="store_true", help="log every handler call")
     return p.parse_args(argv)
 
@@ -97,15 +108,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         holder=os.environ.get("HOSTNAME", socket.gethostname()),
     )
     import_handlers(part_modules(s.parts))
-    kopf.run(
-        registry=kopf.get_default_registry(),
-        settings=kopf_settings(s),
-        standalone=True,
-        clusterwide=not s.namespaces,
-        namespaces=s.namespaces,
-        liveness_endpoint=args.liveness or None,
-        memo=kopf.Memo(runtime=rt),
-    )
+    port = s.own_metrics_port if args.metrics_port is None else args.metrics_port
+    if port:
+        # The cost exporter and the anomaly metrics register into prometheus_client's default REGISTRY.
+        server, _thread = prometheus_client.start_http_server(port, addr=args.metrics_address)
+        log.info("serving /metrics on %s:%d", args.metrics_address, port)
+    else:
+        server = None
+    try:
+        kopf.run(
+            registry=kopf.get_default_registry(),
+            settings=kopf_settings(s),
+            standalone=True,
+            clusterwide=not s.namespaces,
+            namespaces=s.namespaces,
+            liveness_endpoint=args.liveness or None,
+            memo=kopf.Memo(runtime=rt),
+        )
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
     return 0
 
 

@@ -13,12 +13,13 @@ import shutil
 import signal
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from statictrain import labels
+from statictrain import labels, metrics
 from statictrain_operator.anomaly import history as hist
 from statictrain_operator.anomaly.remediation import Intent
 
@@ -49,6 +50,7 @@ def operator(cluster: Any, namespace: str, tmp_path: Path) -> Iterator[Callable[
         }
     )
     procs: list[subprocess.Popen[bytes]] = []
+    metrics_port = free_port()
 
     def start(log_name: str = "first") -> subprocess.Popen[bytes]:
         log = (tmp_path / f"operator-{log_name}.log").open("wb")
@@ -58,10 +60,15 @@ def operator(cluster: Any, namespace: str, tmp_path: Path) -> Iterator[Callable[
             str(cluster.kubeconfig),
             "--liveness",
             f"http://127.0.0.1:{free_port()}/healthz",
+            "--metrics-address",
+            "127.0.0.1",
+            "--metrics-port",
+            str(metrics_port),
         ]
         p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         procs.append(p)
+        p.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # type: ignore[attr-defined]
         return p
 
     yield start
@@ -107,6 +114,9 @@ def test_timer_suspends_over_budget_job_once_across_a_restart(
         30,
         "the intent to be marked done",
     )
+    # The operator serves its own metrics (the anomaly part's counters among them).
+    with urllib.request.urlopen(first.metrics_url, timeout=10) as r:  # type: ignore[attr-defined]
+        assert metrics.REMEDIATIONS_TOTAL in r.read().decode()
     first.send_signal(signal.SIGKILL)
     first.wait(30)
 

@@ -103,6 +103,7 @@ class Operator:
         self.log_dir = log_dir
         self.settings = settings
         self.health_port = free_port()
+        self.metrics_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
         self.log: Any = None
         self.starts = 0
@@ -117,6 +118,7 @@ class Operator:
             "requeue_s": 0.5,
             # the operator core alone; cost and anomaly have their own integration tests
             "parts": "",
+            "own_metrics_port": str(self.metrics_port),
             **self.settings,
         }
         for key, value in values.items():

@@ -86,6 +86,7 @@ def test_rendered_objects(cluster: Any) -> None:
         "Deployment",
         "Role",
         "RoleBinding",
+        "Service",
         "ServiceAccount",
     ]
     crds = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
@@ -97,6 +98,9 @@ def test_rendered_objects(cluster: Any) -> None:
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["STATICTRAIN_OPERATOR_NAMESPACES"] == "a,b"
     assert env["STATICTRAIN_OPERATOR_SCHEDULER_NAME"] == "custom"
+    assert env["STATICTRAIN_PROMETHEUS_URL"] == "http://prometheus-server:9090"
+    assert "--metrics-port=9401" in container["args"]
+    assert {"name": "metrics", "containerPort": 9401, "protocol": "TCP"} in container["ports"]
     assert json.loads(env["STATICTRAIN_OPERATOR_TOLERATIONS"])[0]["key"] == "nvidia.com/gpu"
     assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     sc = container["securityContext"]
@@ -122,6 +126,19 @@ def test_rbac_grants_no_secrets_and_no_exec(cluster: Any) -> None:
         assert "*" not in rule["verbs"] and "*" not in rule["resources"]
         assert "secrets" not in rule["resources"]
         assert "pods/exec" not in rule["resources"]
+    granted = {(res, verb) for rule in rules for res in rule["resources"] for verb in rule["verbs"]}
+    # Anomaly: restart-from-checkpoint deletes worker pods; configmaps only when custom prices are configured.
+    assert ("pods", "delete") in granted
+    assert not any(res == "configmaps" for res, _ in granted)
+
+
+def test_custom_prices_grant_reading_that_one_configmap(cluster: Any) -> None:
+    docs = _render(cluster, "cost.customPricesConfigMap=ops/prices")
+    (role,) = [d for d in docs if d["kind"] == "Role" and d["metadata"]["name"].endswith("-prices")]
+    assert role["metadata"]["namespace"] == "ops"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["prices"], "verbs": ["get"]}
+    ]
 
 
 def test_install_creates_every_object_in_a_restricted_namespace(
