@@ -27,7 +27,9 @@ RemediationMode = Literal["Auto", "Recommend", "Off"]
 Phase = Literal[
     "Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed"
 ]
-ConditionType = Literal["Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed"]
+ConditionType = Literal[
+    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "BudgetExceeded", "Remediation"
+]
 ConditionStatus = Literal["True", "False", "Unknown"]
 Severity = Literal["Info", "Warning", "Critical"]
 TolerationOperator = Literal["Exists", "Equal"]
@@ -50,7 +52,10 @@ CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
     "Suspended",
     "Succeeded",
     "Failed",
+    "BudgetExceeded",
+    "Remediation",
 )
+"""Lifecycle conditions (the converger), then BudgetExceeded (cost part) and Remediation (anomaly part)."""
 FINISHED_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 MAX_ANOMALIES: Final = 20
 """status.anomalies keeps at most this many entries (the CRD's maxItems)."""
@@ -204,6 +209,10 @@ class Cost(TypedDict, total=False):
     usdPerStep: Money
     usdPer1MTokens: Money
     projectedUSD: Money
+    tokens: str
+    """Tokens (or samples) trained so far, an integer string."""
+    steps: str
+    """Optimizer steps so far, an integer string."""
     updated: Timestamp
 
 

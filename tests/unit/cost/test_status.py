@@ -58,3 +58,10 @@ def test_no_increment_moves_only_updated_and_no_tokens_leaves_blank() -> None:
 def test_garbage_in_previous_status_is_treated_as_zero() -> None:
     c = accumulate({"usd": "-3", "idleUSD": "abc"}, inc("1"), now=NOW)
     assert c["usd"] == "1.000000000" and c["idleUSD"] == "0.250000000"
+
+
+def test_token_and_step_totals_are_kept_in_status() -> None:
+    c1 = accumulate(None, inc("2", tokens=1_000_000, steps=100), now=NOW)
+    assert (c1["tokens"], c1["steps"]) == ("1000000", "100")
+    c2 = accumulate(c1, inc("1", tokens=3, steps=1), now=NOW)
+    assert (c2["tokens"], c2["steps"]) == ("1000003", "101")

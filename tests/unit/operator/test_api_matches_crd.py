@@ -9,6 +9,8 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints, is_typedd
 import pytest
 import yaml
 from statictrain import api
+from statictrain_operator.anomaly.evaluate import CONDITION_TYPE as REMEDIATION
+from statictrain_operator.cost.budgets import CONDITION as BUDGET
 
 CRD_PATH = pathlib.Path(__file__).resolve().parents[3] / "crds" / "statictrain.io_statictrainingjobs.yaml"
 
@@ -154,3 +156,7 @@ def test_every_schema_node_uses_only_openapi_keywords() -> None:
             yield from walk(node["additionalProperties"], f"{path}{{}}")
 
     assert list(walk(_schema(), "")) == []
+
+
+def test_condition_types_the_parts_write_are_in_the_api() -> None:
+    assert {BUDGET, REMEDIATION} <= set(api.CONDITION_TYPES)

@@ -1,9 +1,10 @@
 """status.cost of a StaticTrainingJob: add one accounting increment to what it holds (pure).
 
-All money fields are decimal strings. Running token and step totals are not
-fields of status.cost; they are recovered from the previous ``usd`` and
-``usdPer1MTokens`` / ``usdPerStep`` (exact enough at 1e-9 USD resolution),
-unless status.progress.step gives the step count directly.
+All money fields are decimal strings. Running token and step totals are kept
+in ``tokens`` and ``steps`` (integer strings); for a status written before they
+existed they are recovered from the previous ``usd`` and ``usdPer1MTokens`` /
+``usdPerStep`` (exact enough at 1e-9 USD resolution). status.progress.step,
+when set, gives the step count directly.
 """
 
 from __future__ import annotations
@@ -46,8 +47,10 @@ def accumulate(
     prev = prev or {}
     progress = progress or {}
     usd0 = _dec(prev.get("usd"))
-    tokens0 = _derived_count(usd0, _dec(prev.get("usdPer1MTokens")), MILLION)
-    steps0 = _derived_count(usd0, _dec(prev.get("usdPerStep")))
+    tokens0 = (
+        _dec(prev["tokens"]) if prev.get("tokens") else _derived_count(usd0, _dec(prev.get("usdPer1MTokens")), MILLION)
+    )
+    steps0 = _dec(prev["steps"]) if prev.get("steps") else _derived_count(usd0, _dec(prev.get("usdPerStep")))
     usd = usd0 + (inc.usd if inc else ZERO)
     gpu_hours = _dec(prev.get("gpuHours")) + ((inc.gpu_seconds / HOUR) if inc else ZERO)
     idle = _dec(prev.get("idleUSD")) + (inc.idle_usd if inc else ZERO)
@@ -69,6 +72,8 @@ def accumulate(
         "usdPerStep": format_usd(usd / steps, quantum=FINE) if steps > 0 else "",
         "usdPer1MTokens": format_usd(usd / tokens * MILLION, quantum=FINE) if tokens > 0 else "",
         "projectedUSD": format_usd(_projected(usd, steps, progress), quantum=FINE),
+        "tokens": str(int(tokens.to_integral_value())),
+        "steps": str(int(steps.to_integral_value())),
         "updated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return out
