@@ -23,8 +23,8 @@ from typing import Any
 import kopf
 from statictrain import labels
 
-from . import converger, loops, progress, runtime
-from .kube import clients, heartbeat, trainingjobs
+from . import converger, loops, runtime
+from .kube import clients, heartbeat
 
 STJ = (labels.GROUP, labels.VERSION, labels.PLURAL)
 JOBS = ("batch", "v1", "jobs")
@@ -111,13 +111,6 @@ async def worker_service_event(body: kopf.Body, memo: Any, **_: Any) -> None:
     key = _owner_key(body)
     if key:
         await runtime.of(memo).converger.converge(key)
-
-
-def record_progress(rt: runtime.Runtime, namespace: str, name: str, report: progress.Report) -> bool:
-    """Write what the workers report into status.progress; False if the job is gone."""
-    return trainingjobs.patch_status(
-        rt.clients, namespace, name, {"progress": progress.progress_status(report, rt.clock())}
-    )
 
 
 # ----------------------------------------------------------------------------- liveness

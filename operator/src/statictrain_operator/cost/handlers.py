@@ -4,7 +4,8 @@ Import this module (the operator's main.py does) to register:
 
 * ``@kopf.on.event`` on Nodes: price a GPU node whenever it appears or its
   labels change; patch only when the annotations differ (idempotent);
-* ``@kopf.on.startup``: a background task that re-prices all nodes and runs
+* ``@kopf.on.startup``: a background task that re-prices all nodes, refreshes
+  every job's status.progress and status.compile from Prometheus, and runs
   one accounting pass every ``STATICTRAIN_COST_INTERVAL_S`` seconds, stopped on
   ``@kopf.on.cleanup``.
 
@@ -38,6 +39,7 @@ from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.annotator import node_facts, plan_node_patches
 from statictrain_operator.cost.exporter import CostMetrics
 from statictrain_operator.cost.live_prices import refresh_azure
+from statictrain_operator.cost.progress_sync import ProgressSync
 from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.kube.clients import Clients, build
@@ -73,9 +75,13 @@ class CostRuntime:
         self._live: LiveQuotes | None = None
         self._live_at = datetime.min.replace(tzinfo=UTC)
         self.metrics = CostMetrics(registry)
+        kube = KubeCostClient(clients, _now)
+        prom = HttpPrometheus(settings.prometheus_url)
+        # status.progress and status.compile from the sidecars' metrics, just before each accounting pass.
+        self.progress = ProgressSync(kube, prom, max(60.0, 2 * settings.interval_s), _now)
         self.accountant = Accountant(
-            kube=KubeCostClient(clients, _now),
-            prom=HttpPrometheus(settings.prometheus_url),
+            kube=kube,
+            prom=prom,
             catalog=self.catalog,
             settings=settings,
             metrics=self.metrics,
@@ -126,6 +132,10 @@ class CostRuntime:
         nodes = list_nodes(self.core)
         self.refresh_prices(nodes)
         self.annotate(nodes)
+        try:
+            self.progress.run_once()
+        except Exception:
+            log.exception("progress refresh failed; retrying next interval")
         try:
             self.accountant.run_once()
         except Exception:
