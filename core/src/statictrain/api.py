@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Final, Literal, TypedDict
 
+from statictrain import labels
+
 Money = str
 """A non-negative decimal string of US dollars, e.g. "1500" or "0.000123"."""
 Timestamp = str
@@ -61,10 +63,10 @@ MAX_ANOMALIES: Final = 20
 """status.anomalies keeps at most this many entries (the CRD's maxItems)."""
 MAX_NAME_LENGTH: Final = 40
 
-# Pod annotations the operator writes for the scheduler extender.
-GPU_MODELS_ANNOTATION: Final = "statictrain.io/gpu-models"
+# Pod annotations the operator writes for the scheduler extender (defined in labels.py).
+GPU_MODELS_ANNOTATION: Final = labels.GPU_MODELS
 """Comma-separated spec.resources.gpuModels, in order of preference."""
-MAX_HOURLY_USD_ANNOTATION: Final = "statictrain.io/max-hourly-usd"
+MAX_HOURLY_USD_ANNOTATION: Final = labels.MAX_HOURLY_USD
 """spec.placement.maxHourlyUSD, when set."""
 TEMPLATE_HASH_ANNOTATION: Final = "statictrain.io/template-hash"
 """On the worker Job: hash of the pod template it was built from."""

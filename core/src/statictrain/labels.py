@@ -37,6 +37,17 @@ PRICE_CAPACITY_TYPE = f"{GROUP}/capacity-type"
 PRICE_SOURCE = f"{GROUP}/price-source"  # catalog | custom | live:<provider> | fallback
 PRICE_UPDATED = f"{GROUP}/price-updated"
 
+# Worker pod annotations the operator writes for the scheduler extender.
+GPU_MODELS = f"{GROUP}/gpu-models"  # comma-separated spec.resources.gpuModels, in order of preference
+MAX_HOURLY_USD = f"{GROUP}/max-hourly-usd"  # spec.placement.maxHourlyUSD, when set
+
+# StaticTrainingJob annotations written by the operator's parts.
+REMEDIATION_HISTORY = f"{GROUP}/remediation-history"  # anomaly: intents and recommendations (JSON)
+BUDGET_EXCEEDED = f"{GROUP}/budget-exceeded"  # cost: the budget limit already acted upon
+
+# Node annotation written by the price annotator: why a price is what it is (fallback, stale quotes...).
+PRICE_NOTES = f"{GROUP}/price-notes"
+
 # Pod annotations read by the local cluster's kwok stages: a Go duration ("20s") until the pod
 # completes, and the phase it completes with (Succeeded or Failed).
 KWOK_COMPLETE_AFTER = f"{GROUP}/kwok-complete-after"

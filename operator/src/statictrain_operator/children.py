@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statictrain import api, envvars, labels
+from statictrain.exitcodes import ExitCode
 
 from .settings import Settings
 
@@ -27,11 +28,13 @@ CACHE_VOLUME = "compile-cache"
 CHECKPOINT_VOLUME = "checkpoint"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 UNKNOWN = "unknown"
-# Trainer exit codes (statictrain_trainer.exitcodes; the trainer documents them).
-EXIT_USER_ERROR = 42
+# Trainer exit codes (statictrain.exitcodes, shared with the trainer).
+EXIT_USER_ERROR = int(ExitCode.USER_ERROR)
 """Retrying cannot help (bad entrypoint or settings): fail the job at once."""
-EXIT_PREEMPTED = 143
+EXIT_PREEMPTED = int(ExitCode.PREEMPTED)
 """SIGTERM honoured after a checkpoint (spot notice, drain): retry without counting it."""
+EXIT_INFRA_ERROR = int(ExitCode.INFRA_ERROR)
+"""The machine failed (CUDA, NCCL, I/O): retry without counting it against backoffLimit."""
 
 
 @dataclass(frozen=True)
@@ -366,7 +369,11 @@ def pod_failure_policy() -> dict[str, Any]:
             },
             {
                 "action": "Ignore",
-                "onExitCodes": {"containerName": TRAINER, "operator": "In", "values": [EXIT_PREEMPTED]},
+                "onExitCodes": {
+                    "containerName": TRAINER,
+                    "operator": "In",
+                    "values": [EXIT_INFRA_ERROR, EXIT_PREEMPTED],  # ascending, as the Job API requires
+                },
             },
         ]
     }

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 from statictrain import api, envvars, labels
+from statictrain.exitcodes import ExitCode
 from statictrain_operator import children
 from statictrain_operator.settings import Settings
 
@@ -189,8 +190,8 @@ def test_job_level_policies() -> None:
     assert js["activeDeadlineSeconds"] == 3600
     rules = js["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}
-    by_code = {r["onExitCodes"]["values"][0]: r["action"] for r in rules[1:]}
-    assert by_code == {42: "FailJob", 143: "Ignore"}
+    by_code = {code: r["action"] for r in rules[1:] for code in r["onExitCodes"]["values"]}
+    assert by_code == {ExitCode.USER_ERROR: "FailJob", ExitCode.INFRA_ERROR: "Ignore", ExitCode.PREEMPTED: "Ignore"}
 
 
 def test_service_is_headless_and_selects_the_workers() -> None:

@@ -1,4 +1,4 @@
-"""Process exit codes the operator can tell apart.
+"""Process exit codes the operator can tell apart (ExitCode lives in statictrain.exitcodes, shared with it).
 
 USER_ERROR means the job cannot succeed by retrying (bad entrypoint, bad
 settings): the operator should fail the job. INFRA_ERROR means the failure came
@@ -10,17 +10,9 @@ uncaught error whose cause is unknown (Python's own 1).
 
 from __future__ import annotations
 
-import enum
+from statictrain.exitcodes import ExitCode
 
-
-class ExitCode(enum.IntEnum):
-    """What the trainer process returns."""
-
-    OK = 0
-    UNKNOWN_ERROR = 1
-    USER_ERROR = 42
-    INFRA_ERROR = 75
-    PREEMPTED = 143
+__all__ = ["ExitCode", "InfraError", "UserError"]
 
 
 class UserError(Exception):

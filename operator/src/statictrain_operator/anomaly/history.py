@@ -23,7 +23,7 @@ from statictrain import labels
 
 from statictrain_operator.anomaly.remediation import ActionKind, History, Intent
 
-ANNOTATION = f"{labels.GROUP}/remediation-history"
+ANNOTATION = labels.REMEDIATION_HISTORY
 """Annotation on the StaticTrainingJob holding the JSON below (ask to move it to labels.py)."""
 
 MAX_INTENTS = 10

@@ -26,7 +26,7 @@ from statictrain.pricing import (
     price_node,
 )
 
-PRICE_NOTES = f"{labels.GROUP}/price-notes"
+PRICE_NOTES = labels.PRICE_NOTES
 """Annotation explaining a flagged price (to move into statictrain.labels)."""
 
 PRICE_KEYS = (

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from statictrain import labels
 from statictrain.money import format_usd, parse_usd
 
-BUDGET_ACTED = f"{labels.GROUP}/budget-exceeded"
+BUDGET_ACTED = labels.BUDGET_EXCEEDED
 """Annotation on the job: the limitUSD the budget action ran for (to move into statictrain.labels)."""
 CONDITION = "BudgetExceeded"
 
