@@ -34,9 +34,13 @@ class StepRecord:
     step_seconds: float
     """Wall seconds of this step, including gradient accumulation."""
     tokens: int = 0
-    """Tokens processed in this step, summed over all ranks (0 if not a token model)."""
+    """Tokens processed in this step by the ranks of this pod (0 if not a token model).
+
+    One record per pod (local rank 0 writes it), carrying that pod's share: summing
+    over the pods of a job (as cost accounting and anomaly queries do) gives the
+    job's total, with no double counting on multi-pod jobs."""
     samples: int = 0
-    """Samples processed in this step, summed over all ranks."""
+    """Samples processed in this step by the ranks of this pod (summed over its ranks, like tokens)."""
     loss: float = math.nan
     compile_seconds: float = 0.0
     """Seconds spent compiling so far in this process (first step(s) mostly)."""

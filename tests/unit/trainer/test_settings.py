@@ -69,3 +69,15 @@ def test_all_fields_read() -> None:
 def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None:
     with pytest.raises(UserError, match=message.replace("(", r"\(").replace(")", r"\)")):
         settings_from_env(env)
+
+
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [
+        pytest.param({}, 1, id="single-process"),
+        pytest.param({envvars.WORLD_SIZE: "16", "RANK": "9", "LOCAL_WORLD_SIZE": "8"}, 8, id="two-pods-of-8"),
+        pytest.param({envvars.WORLD_SIZE: "2", "RANK": "1", "LOCAL_WORLD_SIZE": "8"}, 2, id="capped-at-world"),
+    ],
+)
+def test_local_world_size_sizes_this_pods_share(env: dict[str, str], want: int) -> None:
+    assert settings_from_env({**BASE, **env}).local_world_size == want

@@ -121,6 +121,10 @@ class Trainer:
         self.start_step = 0
         self.samples_per_step = self.batch_size * settings.grad_accum_steps * ctx.world_size
         self.tokens_per_step = self.samples_per_step * workload.tokens_per_sample
+        # What the channel reports: this pod's share (its ranks), so sums over pods are the job's totals.
+        pod_ranks = min(settings.local_world_size, ctx.world_size)
+        self.pod_samples_per_step = self.batch_size * settings.grad_accum_steps * pod_ranks
+        self.pod_tokens_per_step = self.pod_samples_per_step * workload.tokens_per_sample
         self._resume()
         module: nn.Module = LossModule(self.model, workload.loss)
         self.ddp: DistributedDataParallel | None = None
@@ -320,8 +324,8 @@ class Trainer:
         return channel.StepRecord(
             step=step,
             step_seconds=seconds,
-            tokens=self.tokens_per_step,
-            samples=self.samples_per_step,
+            tokens=self.pod_tokens_per_step,
+            samples=self.pod_samples_per_step,
             loss=loss,
             compile_seconds=counts.compile_seconds,
             cache_hit=bool(self.cache_load and self.cache_load.hit),

@@ -79,6 +79,8 @@ class TrainerSettings:
     """Rank on this node (torchrun's LOCAL_RANK)."""
     world_size: int = 1
     """Number of ranks (torchrun's WORLD_SIZE)."""
+    local_world_size: int = 1
+    """Ranks on this node, i.e. in this pod (torchrun's LOCAL_WORLD_SIZE)."""
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -145,6 +147,7 @@ def settings_from_env(env: Mapping[str, str]) -> TrainerSettings:
     world_size = _int(env, envvars.WORLD_SIZE, 1, 1)
     rank = _int(env, "RANK", 0, 0)
     local_rank = _int(env, "LOCAL_RANK", 0, 0)
+    local_world_size = min(_int(env, "LOCAL_WORLD_SIZE", 1, 1), world_size)
     if rank >= world_size:
         raise UserError(f"RANK={rank} must be < {envvars.WORLD_SIZE}={world_size}")
     return TrainerSettings(
@@ -171,4 +174,5 @@ def settings_from_env(env: Mapping[str, str]) -> TrainerSettings:
         rank=rank,
         local_rank=local_rank,
         world_size=world_size,
+        local_world_size=local_world_size,
     )
