@@ -8,7 +8,8 @@ or a job would then be stuck whenever the operator is not running).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+import contextlib
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import Any
 
 from statictrain import api
@@ -65,3 +66,38 @@ async def ttl_loop(rt: runtime.Runtime, index: Mapping[Any, Any], logger: Any) -
             deleting.add(uid)
             logger.info(f"{namespace}/{name}: ttlSecondsAfterFinished has passed; deleted")
         await asyncio.sleep(rt.settings.ttl_sweep_s)
+
+
+async def periodic(
+    work: Callable[[], Awaitable[None]], interval_s: float, stop: asyncio.Event, first_delay_s: float = 0.0
+) -> None:
+    """Await ``work`` every ``interval_s`` seconds until ``stop`` is set (the cost and anomaly parts' loops).
+
+    ``work`` handles its own errors; the wait ends early when ``stop`` is set.
+    """
+
+    async def wait(seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=seconds)
+
+    if first_delay_s > 0:
+        await wait(first_delay_s)
+    while not stop.is_set():
+        await work()
+        await wait(interval_s)
+
+
+def start_periodic(memo: Any, name: str, loop: Coroutine[Any, Any, None], stop: asyncio.Event) -> None:
+    """Keep a part's background task and its stop event in kopf's memo under ``name``."""
+    memo[f"{name}_stop"] = stop
+    memo[f"{name}_task"] = asyncio.create_task(loop)
+
+
+async def stop_periodic(memo: Any, name: str) -> None:
+    """Stop what start_periodic started (on @kopf.on.cleanup) and wait for its last run to end."""
+    stop: asyncio.Event | None = memo.get(f"{name}_stop")
+    task: asyncio.Task[None] | None = memo.get(f"{name}_task")
+    if stop is not None:
+        stop.set()
+    if task is not None:
+        await task

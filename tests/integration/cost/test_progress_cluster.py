@@ -8,7 +8,6 @@ accounting pass) writes the job's status, and ``kubectl get stj`` shows the step
 from __future__ import annotations
 
 import json
-import socket
 import time
 import uuid
 from collections.abc import Callable
@@ -20,6 +19,7 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 from statictrain import labels, metrics
+from statictrain_localcluster.procs import free_port
 from statictrain_operator.cost.progress_sync import ProgressSync
 from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.kube.clients import build
@@ -29,12 +29,6 @@ pytestmark = pytest.mark.cluster
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "statictrain.io_statictrainingjobs.yaml"
 POD_LABELS = [*labels.METRIC_LABELS, "pod", "pod_uid"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _eventually(check: Callable[[], Any], timeout: float, what: str) -> Any:
@@ -79,7 +73,7 @@ def test_progress_and_compile_reach_the_job_status(cluster: Any, namespace: str)
         hit.labels(*ids).set(1)
         for _ in range(10):
             step_s.labels(*ids).observe(0.5)
-    port = _free_port()
+    port = free_port()
     server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
     target = f"st-progress-{uuid.uuid4().hex[:6]}"
     cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})

@@ -14,16 +14,17 @@ is down would hang. The handlers only translate; the work is in evaluate.Evaluat
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import kopf
 from prometheus_client import REGISTRY
 
+from statictrain_operator import loops
 from statictrain_operator.anomaly.evaluate import Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.namespaces import NamespaceEvaluator
@@ -76,21 +77,6 @@ async def evaluate_all(evaluator: Evaluator, namespaces: NamespaceEvaluator, ind
             log.exception("namespace anomaly check of %s failed", meta["namespace"])
 
 
-async def _loop(
-    settings: AnomalySettings,
-    evaluator: Evaluator,
-    namespaces: NamespaceEvaluator,
-    index: Mapping[Any, Any],
-    stop: asyncio.Event,
-) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), timeout=settings.interval_s / 4)
-    while not stop.is_set():
-        await evaluate_all(evaluator, namespaces, index)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=settings.interval_s)
-
-
 @kopf.on.startup()
 async def anomaly_startup(memo: kopf.Memo, **kwargs: Any) -> None:
     settings = AnomalySettings.from_env()
@@ -104,20 +90,15 @@ async def anomaly_startup(memo: kopf.Memo, **kwargs: Any) -> None:
     metrics = AnomalyMetrics(REGISTRY)
     evaluator = Evaluator(settings, prom, KubeJobApi(clients.custom, clients.core), metrics, _now)
     namespaces = NamespaceEvaluator(settings, prom, KubeNamespaceEvents(clients.core), metrics, _now)
-    stop = asyncio.Event()
     memo["anomaly_evaluator"] = evaluator
     memo["anomaly_namespaces"] = namespaces
-    memo["anomaly_stop"] = stop
-    memo["anomaly_task"] = asyncio.create_task(
-        _loop(settings, evaluator, namespaces, kwargs["trainingjobs_index"], stop)
-    )
+    index = kwargs["trainingjobs_index"]
+    stop = asyncio.Event()
+    work = partial(evaluate_all, evaluator, namespaces, index)
+    first_delay = settings.interval_s / 4
+    loops.start_periodic(memo, "anomaly", loops.periodic(work, settings.interval_s, stop, first_delay), stop)
 
 
 @kopf.on.cleanup()
 async def anomaly_cleanup(memo: kopf.Memo, **_: Any) -> None:
-    stop = memo.get("anomaly_stop")
-    task = memo.get("anomaly_task")
-    if stop is not None:
-        stop.set()
-    if task is not None:
-        await task
+    await loops.stop_periodic(memo, "anomaly")

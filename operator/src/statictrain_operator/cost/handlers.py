@@ -15,10 +15,10 @@ Handlers only translate events into calls of the pure modules and the kube/ laye
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import urllib.request
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import IO, Any, cast
 
@@ -35,6 +35,7 @@ from statictrain.pricing import (
     shipped_catalog_text,
 )
 
+from statictrain_operator import loops
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.annotator import node_facts, plan_node_patches
 from statictrain_operator.cost.exporter import CostMetrics
@@ -143,14 +144,11 @@ class CostRuntime:
             raise
 
 
-async def _loop(rt: CostRuntime, stop: asyncio.Event) -> None:
-    while not stop.is_set():
-        try:
-            await asyncio.to_thread(rt.tick)
-        except Exception:
-            log.exception("cost accounting run failed; retrying next interval")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=rt.settings.interval_s)
+async def _tick(rt: CostRuntime) -> None:
+    try:
+        await asyncio.to_thread(rt.tick)
+    except Exception:
+        log.exception("cost accounting run failed; retrying next interval")
 
 
 @kopf.on.startup()
@@ -161,20 +159,14 @@ async def cost_startup(memo: kopf.Memo, **_: Any) -> None:
     main_runtime = memo.get("runtime")  # main.py's Runtime: reuse its API clients (same cluster, same pool)
     shared: Clients | None = getattr(main_runtime, "clients", None)
     rt = await asyncio.to_thread(CostRuntime, settings, shared)
-    stop = asyncio.Event()
     memo["cost_runtime"] = rt
-    memo["cost_stop"] = stop
-    memo["cost_task"] = asyncio.create_task(_loop(rt, stop))
+    stop = asyncio.Event()
+    loops.start_periodic(memo, "cost", loops.periodic(partial(_tick, rt), settings.interval_s, stop), stop)
 
 
 @kopf.on.cleanup()
 async def cost_cleanup(memo: kopf.Memo, **_: Any) -> None:
-    stop = memo.get("cost_stop")
-    task = memo.get("cost_task")
-    if stop is not None:
-        stop.set()
-    if task is not None:
-        await task
+    await loops.stop_periodic(memo, "cost")
 
 
 @kopf.on.event("", "v1", "nodes")
