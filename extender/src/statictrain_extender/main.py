@@ -10,6 +10,7 @@ import sys
 from collections.abc import AsyncIterator
 
 import aiohttp
+import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 
@@ -94,6 +95,7 @@ def main() -> None:
         ssl_context=tls,
         access_log=None,
         print=None,
+        loop=uvloop.new_event_loop(),  # libuv's event loop: less CPU per request
     )
 
 
