@@ -57,7 +57,7 @@ class StepRecord:
     v: int = SCHEMA_VERSION
 
 
-class MalformedRecord(ValueError):
+class MalformedRecord(ValueError):  # noqa: N818 (a record, named for what it is; the sidecar imports this name)
     """A channel line that is not a valid StepRecord."""
 
 

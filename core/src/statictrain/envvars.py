@@ -17,7 +17,8 @@ NODE_NAME = "STATICTRAIN_NODE"
 
 # Trainer settings
 ENTRYPOINT = "STATICTRAIN_ENTRYPOINT"  # module:function
-COMPILE_MODE = "STATICTRAIN_COMPILE_MODE"  # none | default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs
+# none | default | reduce-overhead | max-autotune | max-autotune-no-cudagraphs
+COMPILE_MODE = "STATICTRAIN_COMPILE_MODE"
 COMPILE_FULLGRAPH = "STATICTRAIN_COMPILE_FULLGRAPH"  # "true" | "false"
 COMPILE_DYNAMIC = "STATICTRAIN_COMPILE_DYNAMIC"  # "true" | "false"
 COMPILE_CACHE = "STATICTRAIN_COMPILE_CACHE"  # "true" | "false"
