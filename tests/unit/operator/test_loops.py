@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import Any, cast
 
 from statictrain_operator import loops, runtime
+from statictrain_operator.anomaly import handlers as anomaly_handlers
 from statictrain_operator.settings import Settings
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
@@ -29,3 +31,31 @@ def test_only_finished_jobs_past_their_ttl_are_expired() -> None:
     }
     rt = runtime.Runtime(settings=Settings(), clients=cast(Any, None), holder="t", clock=lambda: NOW)
     assert sorted(loops.expired(index, rt)) == [("ns", "now", "u5"), ("ns", "old", "u1")]
+
+
+def test_periodic_runs_until_stopped_and_cleanup_waits_for_it() -> None:
+    runs: list[int] = []
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        memo: dict[str, Any] = {}
+
+        async def work() -> None:
+            runs.append(len(runs))
+            if len(runs) == 3:
+                stop.set()
+
+        loops.start_periodic(memo, "part", loops.periodic(work, 0.001, stop), stop)
+        await asyncio.wait_for(memo["part_task"], 5)
+        await loops.stop_periodic(memo, "part")  # already stopped: returns at once
+
+    asyncio.run(scenario())
+    assert runs == [0, 1, 2]
+
+
+def test_running_jobs_skip_finished_ones() -> None:
+    index = {
+        ("ns", "a"): [{"metadata": {"name": "a"}, "spec": {}, "status": {"phase": "Running"}}],
+        ("ns", "b"): [{"metadata": {"name": "b"}, "spec": {}, "status": {"phase": "Succeeded"}}],
+    }
+    assert [j["metadata"]["name"] for j in anomaly_handlers.running_jobs(index)] == ["a"]
