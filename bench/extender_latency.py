@@ -4,7 +4,7 @@ kube-scheduler throughput with the extender vs without at 1,000 kwok nodes.
     .venv/bin/python bench/extender_latency.py                 # both parts
     .venv/bin/python bench/extender_latency.py --skip-throughput
 
-Latency: the real server (statictrain_extender.server) in a child process, its
+Latency: the real server (statictrain_extender.server, on uvloop as in main.py) in a child process, its
 cache filled from Node objects shaped like the API server's (the watch is not
 on the request path), GPU models and prices from the shipped catalog and a
 random share of GPUs allocated; the parent sends sequential keep-alive
@@ -40,6 +40,7 @@ from typing import Any
 
 import aiohttp
 import orjson
+import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from statictrain import labels
@@ -114,7 +115,8 @@ def serve(port: int, n: int, seed: int) -> None:
             )
     state.replace_pods(pods)
     app = build_app(state, frozenset({"statictrain-scheduler"}), Weights(), CollectorRegistry())
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+    # Same event loop as statictrain-extender (main.py).
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None, loop=uvloop.new_event_loop())
 
 
 def pod() -> dict[str, Any]:
