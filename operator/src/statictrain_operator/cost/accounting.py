@@ -208,7 +208,10 @@ class Accountant:
         if patch and not self.kube.patch_job(ns, name, patch):
             return
         event_type = "Normal" if d.action == "rearm" else "Warning"
-        self.kube.emit_event(job, d.reason, d.message, event_type)
+        try:
+            self.kube.emit_event(job, d.reason, d.message, event_type)
+        except Exception as e:  # e.g. its namespace is terminating: one job's Event must not end the run
+            log.warning("could not post event %s about %s/%s: %s", d.reason, ns, name, e)
         if d.condition is not None:
             conds = [
                 c
