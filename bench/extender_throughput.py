@@ -195,6 +195,23 @@ def one_run(
     }
 
 
+def start_extender(kubeconfig: Path, scheduler_names: str, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """statictrain-extender as a subprocess on a free local port; returns it and its base URL."""
+    port = free_port()
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "STATICTRAIN_EXTENDER_HOST": "127.0.0.1",
+        "STATICTRAIN_EXTENDER_PORT": str(port),
+        "STATICTRAIN_EXTENDER_SCHEDULER_NAMES": scheduler_names,
+    }
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "statictrain-extender")], env=env, stdout=log, stderr=log
+        )
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def measure_throughput(nodes: int, pods: int) -> dict[str, Any]:
     attach = os.environ.get("STATICTRAIN_TEST_CLUSTER")
     cluster = LocalCluster(attach or f"st-bench-ext-{os.getpid()}")
@@ -203,20 +220,8 @@ def measure_throughput(nodes: int, pods: int) -> dict[str, Any]:
     api = api_client(str(cluster.kubeconfig))
     core = client.CoreV1Api(api)
     selector = f"{BENCH_LABEL}={BENCH_VALUE}"
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     workdir = Path(tempfile.mkdtemp(prefix="st-bench-ext-"))
-    env = {
-        **os.environ,
-        "KUBECONFIG": str(cluster.kubeconfig),
-        "STATICTRAIN_EXTENDER_HOST": "127.0.0.1",
-        "STATICTRAIN_EXTENDER_PORT": str(port),
-        "STATICTRAIN_EXTENDER_SCHEDULER_NAMES": "bench-extender",
-    }
-    ext_log = (workdir / "extender.log").open("wb")
-    extender = subprocess.Popen(
-        [str(Path(sys.executable).parent / "statictrain-extender")], env=env, stdout=ext_log, stderr=ext_log
-    )
+    extender, base = start_extender(cluster.kubeconfig, "bench-extender", workdir / "extender.log")
     try:
         ensure_nodes(core, node_manifests(nodes), label_selector=selector, timeout_s=600)
 
@@ -245,7 +250,6 @@ def measure_throughput(nodes: int, pods: int) -> dict[str, Any]:
     finally:
         extender.terminate()
         extender.wait(30)
-        ext_log.close()
         delete_nodes(core, selector)
         if not attach:
             cluster.stop()

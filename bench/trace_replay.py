@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from extender_throughput import free_port, wait  # bench/ sibling module
+from extender_throughput import start_extender, wait  # bench/ sibling module
 from kubernetes import client
 from statictrain_extender.kubewatch import api_client
 from statictrain_extender.replay.cli import NODE_FILE, POD_FILE, ReplayConfig, replay
@@ -77,25 +77,11 @@ def main() -> None:
     if not attach:
         cluster.start(build_binaries(log=sys.stderr), log=sys.stderr)
     workdir = Path(tempfile.mkdtemp(prefix="st-bench-replay-"))
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
     procs: list[subprocess.Popen[bytes]] = []
     logs = []
     try:
-        env = {
-            **os.environ,
-            "KUBECONFIG": str(cluster.kubeconfig),
-            "STATICTRAIN_EXTENDER_HOST": "127.0.0.1",
-            "STATICTRAIN_EXTENDER_PORT": str(port),
-            "STATICTRAIN_EXTENDER_SCHEDULER_NAMES": "replay-statictrain",
-        }
-        log = (workdir / "extender.log").open("wb")
-        logs.append(log)
-        procs.append(
-            subprocess.Popen(
-                [str(Path(sys.executable).parent / "statictrain-extender")], env=env, stdout=log, stderr=log
-            )
-        )
+        extender, base = start_extender(cluster.kubeconfig, "replay-statictrain", workdir / "extender.log")
+        procs.append(extender)
 
         def healthy() -> bool:
             try:
