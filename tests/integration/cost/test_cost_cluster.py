@@ -24,16 +24,18 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import CollectorRegistry, Counter, Gauge, start_http_server
-from statictrain import labels
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from statictrain import labels, metrics
 from statictrain.promql import selector
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_operator.cost.annotator import PRICE_NOTES
 from statictrain_operator.cost.budgets import BUDGET_ACTED
 from statictrain_operator.cost.handlers import CostRuntime
+from statictrain_operator.cost.progress_sync import ProgressSync
 from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.kube.clients import build
+from statictrain_operator.kube.costs import KubeCostClient
 
 pytestmark = pytest.mark.cluster
 
@@ -381,3 +383,71 @@ def test_report_errors_are_clear(cluster: LocalCluster) -> None:
         check=False,
     )
     assert down.returncode == 1 and "cannot reach Prometheus" in down.stderr
+
+
+PROGRESS_POD_LABELS = [*labels.METRIC_LABELS, "pod", "pod_uid"]
+
+
+def test_progress_and_compile_reach_the_job_status(cluster: LocalCluster, namespace: str, crd: None) -> None:
+    """ProgressSync (run by the cost loop before each accounting pass) fills status.progress and
+    status.compile from a stand-in sidecar's metrics in the real Prometheus; kubectl shows the step."""
+    name = "progress"
+    body = {
+        "apiVersion": labels.API_VERSION,
+        "kind": labels.KIND,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "image": "registry.example.com/train:1",
+            "entrypoint": "m:build",
+            "replicas": 2,
+            "resources": {"gpusPerReplica": 1},
+            "training": {"maxSteps": 1000},
+        },
+    }
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+
+    reg = CollectorRegistry()
+    step = Gauge(metrics.TRAIN_STEP, "step", PROGRESS_POD_LABELS, registry=reg)
+    tps = Gauge(metrics.TRAIN_TOKENS_PER_SECOND, "tokens/s", PROGRESS_POD_LABELS, registry=reg)
+    step_s = Histogram(metrics.TRAIN_STEP_SECONDS, "step time", PROGRESS_POD_LABELS, registry=reg)
+    comp = Gauge(metrics.TRAIN_COMPILE_SECONDS, "compile", PROGRESS_POD_LABELS, registry=reg)
+    hit = Gauge(metrics.TRAIN_COMPILE_CACHE_HIT, "cache hit", PROGRESS_POD_LABELS, registry=reg)
+    for pod in ("0", "1"):  # two workers, each reporting its own share of the tokens
+        ids = (name, namespace, "c1", "t", f"{name}-{pod}", f"uid-{pod}")
+        step.labels(*ids).set(120)
+        tps.labels(*ids).set(1000)
+        comp.labels(*ids).set(30.5)
+        hit.labels(*ids).set(1)
+        for _ in range(10):
+            step_s.labels(*ids).observe(0.5)
+    port = free_port()
+    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
+    target = f"st-progress-{uuid.uuid4().hex[:6]}"
+    cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
+    try:
+        clients = build(str(cluster.kubeconfig))
+        sync = ProgressSync(
+            KubeCostClient(clients, lambda: datetime.now(UTC)),
+            HttpPrometheus(cluster.prometheus_url),
+            60,
+            lambda: datetime.now(UTC),
+        )
+
+        def status() -> dict[str, Any]:
+            sync.run_once()
+            out = json.loads(cluster.kubectl("get", labels.PLURAL, name, "-n", namespace, "-o", "json").stdout)
+            return dict(out.get("status") or {})
+
+        got = eventually(lambda: (s := status()).get("progress") and s.get("compile") and s, 90, "the status")
+        assert got["progress"]["step"] == 120
+        assert got["progress"]["totalSteps"] == 1000
+        assert got["progress"]["tokensPerSecond"] == 2000
+        assert got["progress"]["stepSeconds"] == "0.500"
+        assert got["progress"]["etaSeconds"] == 440
+        assert got["compile"] == {"seconds": "30.500", "cacheHit": True}
+        table = cluster.kubectl("get", labels.PLURAL, name, "-n", namespace).stdout
+        assert "120" in table.splitlines()[1]
+    finally:
+        cluster.remove_scrape_target(target)
+        server.shutdown()
+        server.server_close()
