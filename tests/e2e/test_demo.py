@@ -24,7 +24,7 @@ Finished = tuple[demo.Demo, list[dict[str, Any]], dict[str, Any]]
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
     out = tmp_path_factory.mktemp("demo")
-    args = demo.parse(["--name", f"st-e2e-{os.getpid()}", "--steps", "20", "--timeout", "900", "--poll", "10",
+    args = demo.parse(["--name", f"st-e2e-{os.getpid()}", "--steps", "60", "--timeout", "900", "--poll", "10",
                        "--settle", "15", "--out", str(out)])
     d = demo.Demo(args)
     jobs = demo.demo_jobs(args.steps)
@@ -40,7 +40,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
 
 def test_every_job_succeeds(finished: Finished) -> None:
     _, items, _ = finished
-    assert sorted(i["metadata"]["name"] for i in items) == ["tiny-a", "tiny-b", "tiny-c"]
+    assert sorted(i["metadata"]["name"] for i in items) == ["gpt2-a10g-ddp", "gpt2-h100", "gpt2-l4"]
     for item in items:
         assert item["status"]["phase"] == "Succeeded", json.dumps(item["status"], indent=1)
 
@@ -56,8 +56,9 @@ def test_report_lists_both_namespaces_and_commits(
     _, _, report = finished
     rows = report["rows"]
     assert {r["namespace"] for r in rows} == {"team-nlp", "team-vision"}
-    assert {r["job_name"] for r in rows} == {"tiny-a", "tiny-b", "tiny-c"}
+    assert {r["job_name"] for r in rows} == {"gpt2-a10g-ddp", "gpt2-h100", "gpt2-l4"}
     assert all(Decimal(r["usd"]) > 0 for r in rows)
+    assert all(int(r["tokens"]) > 0 and r["usd_per_1m_tokens"] for r in rows), rows
     by_commit = d_report(finished[0], "commit")
     assert {r["commit"] for r in by_commit["rows"]} == {"a1b2c3d", "e4f5a6b"}
 

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 from statictrain import labels
 
+from statictrain_localcluster import procs
 from statictrain_localcluster.cluster import REPO_FILES, ClusterError, LocalCluster, build_binaries
 from statictrain_localcluster.workers import LocalWorkers
 
@@ -48,15 +49,17 @@ class DemoJob:
 
 
 def demo_jobs(steps: int) -> list[DemoJob]:
-    """Two namespaces, two commits; CPU-sized so a 2-core machine trains them in minutes."""
-    small = {"replicas": 1, "training": {"maxSteps": steps}, "checkpoint": {"everySteps": max(steps // 2, 1)},
+    """Two namespaces, two commits, three GPU models; a GPT-2-shaped model small
+    enough that a 2-core machine trains all jobs (one with 2-worker DDP) in minutes."""
+    small = {"entrypoint": "statictrain_trainer.examples.gpt2:build_small", "replicas": 1,
+             "training": {"maxSteps": steps}, "checkpoint": {"everySteps": max(steps // 2, 1)},
              "compile": {"mode": "default", "cache": True}}
     return [
-        DemoJob("tiny-cpu.yaml", "tiny-a", "team-nlp", "a1b2c3d", "nlp",
+        DemoJob("tiny-cpu.yaml", "gpt2-h100", "team-nlp", "a1b2c3d", "nlp",
                 {**small, "resources": {"gpusPerReplica": 1, "gpuModels": ["H100"]}}),
-        DemoJob("tiny-cpu.yaml", "tiny-b", "team-nlp", "e4f5a6b", "nlp",
+        DemoJob("tiny-cpu.yaml", "gpt2-l4", "team-nlp", "e4f5a6b", "nlp",
                 {**small, "resources": {"gpusPerReplica": 1, "gpuModels": ["L4"]}}),
-        DemoJob("tiny-cpu.yaml", "tiny-c", "team-vision", "a1b2c3d", "vision",
+        DemoJob("tiny-cpu.yaml", "gpt2-a10g-ddp", "team-vision", "a1b2c3d", "vision",
                 {**small, "replicas": 2, "resources": {"gpusPerReplica": 1, "gpuModels": ["A10G"]}}),
     ]
 
@@ -148,7 +151,10 @@ class Demo:
     def start_operator(self) -> None:
         say("starting the operator (local process, the chart's ServiceAccount and settings)")
         bin_dir = Path(sys.executable).parent
-        self.spawn("operator", [str(bin_dir / "statictrain-operator"), "--liveness", ""], self.operator_env())
+        port = procs.free_port()
+        self.spawn("operator", [str(bin_dir / "statictrain-operator"), "--liveness", "",
+                                "--metrics-address", "127.0.0.1", "--metrics-port", str(port)], self.operator_env())
+        self.cluster.add_scrape_target("statictrain-operator", f"127.0.0.1:{port}")
         extender = bin_dir / "statictrain-extender"
         if extender.exists():
             say(f"starting the scheduler extender on 127.0.0.1:{self.cluster.extender_port}")
