@@ -189,8 +189,9 @@ class LocalCluster:
     def _start_control_plane(self, timeout_s: float, log: Any) -> None:
         sched = self.scheduler_config.read_text().replace("EXTENDER_PORT", str(self.state.extender_port))
         (self.root / "kube-scheduler-config.yaml").write_text(sched)
-        stages = (resources.files("statictrain_localcluster") / "stages.yaml").read_text()
-        (self.root / "kwok-config.yaml").write_text(stages)
+        package = resources.files("statictrain_localcluster")
+        (self.root / "kwok-config.yaml").write_text((package / "stages.yaml").read_text())
+        (self.root / "kwokctl-config.yaml").write_text((package / "kwokctl.yaml").read_text())
         b = self.bin_dir
         cmd = [
             str(b / "kwokctl"), "create", "cluster", "--name", self.name, "--runtime", "binary",
@@ -201,6 +202,7 @@ class LocalCluster:
             "--etcd-binary", str(b / "etcd"),
             "--kube-scheduler-config", str(self.root / "kube-scheduler-config.yaml"),
             "--config", str(self.root / "kwok-config.yaml"),
+            "--config", str(self.root / "kwokctl-config.yaml"),
             "--kube-authorization=true",
             "--kubeconfig", str(self.kubeconfig),
             "--wait", f"{int(timeout_s)}s",
