@@ -106,10 +106,8 @@ class Demo:
         values = {
             # The operator runs as a local process below, with this release's
             # ServiceAccount token and env: kwok nodes run no containers.
-            "operator": {"replicas": 0, "extraEnv": [
-                {"name": name, "value": self.cluster.prometheus_url}
-                for name in ("STATICTRAIN_PROMETHEUS_URL", "STATICTRAIN_COST_PROMETHEUS_URL",
-                             "STATICTRAIN_ANOMALY_PROMETHEUS_URL")]},
+            "operator": {"replicas": 0},
+            "prometheus": {"url": self.cluster.prometheus_url},
             "workers": {"tolerations": [KWOK_TOLERATION]},
             "extender": {"enabled": False},
         }

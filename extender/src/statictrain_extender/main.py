@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -16,7 +17,7 @@ from prometheus_client import CollectorRegistry
 
 from .kubewatch import api_client, start_watches
 from .server import build_app
-from .settings import ExtenderSettings, SettingsError
+from .settings import ENV, ExtenderSettings, SettingsError
 from .state import ClusterState
 from .stepstats import refresh_forever
 
@@ -73,7 +74,20 @@ def tls_context(settings: ExtenderSettings) -> ssl.SSLContext | None:
     return context
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None) -> None:
+    """--help; every setting is an environment variable (the chart sets them)."""
+    settings_help = "\n".join(f"  {var:42} {field}" for field, var in ENV.items())
+    parser = argparse.ArgumentParser(
+        prog="statictrain-extender",
+        description="Cost-aware kube-scheduler extender: POST /scheduler/filter and /scheduler/prioritize.",
+        epilog=f"Settings come from environment variables:\n{settings_help}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         settings = ExtenderSettings.from_env()
