@@ -201,6 +201,10 @@ class Demo:
 
         for by in ("namespace", "commit"):
             print(run("--by", by, "--no-progress"), flush=True)
+        anomalies = subprocess.run([str(bin_dir / "statictrain"), "anomalies", "-A"], env=env, capture_output=True,
+                                   text=True, check=False)
+        say("anomaly detector findings (statictrain anomalies -A)")
+        print(anomalies.stdout or anomalies.stderr, flush=True)
         html, js = self.out / "cost-report.html", self.out / "cost-report.json"
         run("--by", "job", "--format", "html", "-o", str(html), "--no-progress")
         run("--by", "job", "--format", "json", "-o", str(js), "--no-progress")
