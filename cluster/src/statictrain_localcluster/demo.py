@@ -140,9 +140,9 @@ class Demo:
         return {**env, "KUBECONFIG": str(path)}
 
     def spawn(self, name: str, cmd: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
-        log = (self.out / f"{name}.log").open("ab")
-        p = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                             start_new_session=True)
+        with (self.out / f"{name}.log").open("ab") as log:  # the child keeps its own descriptor
+            p = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
         self.procs.append(p)
         return p
 

@@ -122,6 +122,13 @@ def plan(pod: dict[str, Any], rendezvous_port: int, metrics_port: int, volume_ro
                 metrics_port, scrape)
 
 
+def _spawn(process: ProcessPlan, base_env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    """Start one container's process in its own session, output appended to ``log``."""
+    with log.open("ab") as out:  # the child keeps its own descriptor
+        return subprocess.Popen(process.command, env={**base_env, **process.env}, stdout=out,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
 @dataclass
 class Running:
     uid: str
@@ -203,12 +210,8 @@ class LocalWorkers:
         base = {k: v for k, v in os.environ.items() if not k.startswith(("PET_", "MASTER_", "STATICTRAIN_"))}
         sidecar = None
         if p.sidecar:
-            sidecar = subprocess.Popen(p.sidecar.command, env={**base, **p.sidecar.env},
-                                       stdout=(logs / f"{meta['name']}.sidecar.log").open("ab"),
-                                       stderr=subprocess.STDOUT, start_new_session=True)
-        trainer = subprocess.Popen(p.trainer.command, env={**base, **p.trainer.env},
-                                   stdout=(logs / f"{meta['name']}.trainer.log").open("ab"),
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+            sidecar = _spawn(p.sidecar, base, logs / f"{meta['name']}.sidecar.log")
+        trainer = _spawn(p.trainer, base, logs / f"{meta['name']}.trainer.log")
         scrape_job = f"worker-{meta['namespace']}-{meta['name']}"
         self.cluster.add_scrape_target(scrape_job, f"127.0.0.1:{p.metrics_port}", p.scrape_labels)
         self.running[meta["uid"]] = Running(meta["uid"], meta["namespace"], meta["name"], trainer, sidecar, scrape_job)
