@@ -67,7 +67,8 @@ def job(status: dict[str, object] | None = None, max_steps: int | None = 1000) -
 
 def test_queries_name_the_sidecar_metrics_and_group_by_job() -> None:
     q = progress.queries(60)
-    assert q["step"] == "max by (namespace, job_name) (statictrain_train_step)"
+    # the highest step in the window: a finished job's last step survives its sidecar's removal
+    assert q["step"] == "max by (namespace, job_name) (max_over_time(statictrain_train_step[60000ms]))"
     assert "rate(statictrain_train_step_seconds_sum[60000ms])" in q["step_seconds"]
     assert q["tokens_per_second"] == "sum by (namespace, job_name) (statictrain_train_tokens_per_second)"
 
