@@ -107,6 +107,7 @@ class Demo:
             # The operator runs as a local process below, with this release's
             # ServiceAccount token and env: kwok nodes run no containers.
             "operator": {"replicas": 0},
+            "cost": {"intervalSeconds": 10},  # short jobs: account (and refresh progress) every 10 s
             "prometheus": {"url": self.cluster.prometheus_url},
             "workers": {"tolerations": [KWOK_TOLERATION]},
             "extender": {"enabled": False},
@@ -188,6 +189,7 @@ class Demo:
         """Print the cost report by namespace and by commit, write it as HTML and JSON; return the JSON."""
         say("cost report (statictrain report)")
         time.sleep(max(self.args.settle, 0))  # let the accounting timer and Prometheus see the last samples
+        print(self.cluster.kubectl("get", "stj", "-A").stdout, flush=True)
         bin_dir = Path(sys.executable).parent
         env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig),
                "STATICTRAIN_PROMETHEUS_URL": self.cluster.prometheus_url}
