@@ -255,7 +255,13 @@ class LocalCluster:
                            env=self.env, capture_output=True, timeout=120, check=False)
         # Whatever is left (Prometheus, a half-started component): every process
         # whose command line names this cluster's state folder.
-        procs.terminate(procs.pids_mentioning(str(self.root)))
+        # Rounds, because a process that was being forked during one scan shows up in the next.
+        for _ in range(5):
+            pids = procs.pids_mentioning(str(self.root))
+            if not pids:
+                break
+            procs.terminate(pids)
+            time.sleep(0.2)
         for child in self._children:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 child.wait(timeout=10)

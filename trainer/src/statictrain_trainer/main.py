@@ -9,6 +9,7 @@ STATICTRAIN_TERMINATION_LOG) so Kubernetes shows it in the pod status.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import logging
@@ -126,8 +127,19 @@ def _termination_log(env: Mapping[str, str]) -> Path | None:
     return DEFAULT_TERMINATION_LOG if DEFAULT_TERMINATION_LOG.exists() else None
 
 
+def parse_args(argv: list[str] | None) -> None:
+    """--help; the runtime is configured only through environment variables."""
+    names = sorted(v for k, v in vars(envvars).items() if k.isupper() and isinstance(v, str) and v.isupper())
+    argparse.ArgumentParser(
+        prog="statictrain-train",
+        description="statictrain training runtime: run directly (one process) or under torchrun. "
+        "The user's model comes from STATICTRAIN_ENTRYPOINT (module:function, see trainer/README.md).",
+        epilog="Settings (environment variables): " + ", ".join(names),
+    ).parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    del argv
+    parse_args(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
 
