@@ -255,12 +255,18 @@ class LocalCluster:
                            env=self.env, capture_output=True, timeout=120, check=False)
         # Whatever is left (Prometheus, a half-started component): every process
         # whose command line names this cluster's state folder.
-        # Rounds, because a process that was being forked during one scan shows up in the next.
-        for _ in range(5):
+        # Until two scans in a row find nothing: a process caught mid-fork or mid-exec
+        # (empty command line) by one scan shows up in the next.
+        quiet = 0
+        for _ in range(20):
             pids = procs.pids_mentioning(str(self.root))
-            if not pids:
+            if pids:
+                procs.terminate(pids)
+                quiet = 0
+                continue
+            quiet += 1
+            if quiet == 2:
                 break
-            procs.terminate(pids)
             time.sleep(0.2)
         for child in self._children:
             with contextlib.suppress(subprocess.TimeoutExpired):
