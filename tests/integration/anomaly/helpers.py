@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import socket
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,15 +23,6 @@ from statictrain_operator.kube.remediate import KubeJobApi
 CRD = Path(__file__).resolve().parents[3] / "crds" / "statictrain.io_statictrainingjobs.yaml"
 
 
-def eventually(check: Callable[[], Any], timeout: float, what: str, interval: float = 1.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
 
 
 def free_port() -> int:

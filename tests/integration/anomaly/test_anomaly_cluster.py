@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from statictrain import labels
+from statictrain_localcluster.waiting import eventually
 from statictrain_operator.anomaly import history as hist
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE
 from statictrain_operator.anomaly.remediation import ActionKind, Intent
@@ -30,7 +31,6 @@ from .helpers import (
     create_job,
     evaluator,
     events,
-    eventually,
     free_port,
     get_job,
     settings,

@@ -20,10 +20,11 @@ from typing import Any
 
 import pytest
 from statictrain import labels, metrics
+from statictrain_localcluster.waiting import eventually
 from statictrain_operator.anomaly import history as hist
 from statictrain_operator.anomaly.remediation import Intent
 
-from .helpers import Trainer, create_job, events, eventually, free_port, get_job
+from .helpers import Trainer, create_job, events, free_port, get_job
 
 pytestmark = pytest.mark.cluster
 

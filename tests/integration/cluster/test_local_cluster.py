@@ -5,31 +5,22 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 from statictrain import labels
 from statictrain_localcluster.cluster import LocalCluster
+from statictrain_localcluster.waiting import eventually
 
 pytestmark = pytest.mark.cluster
 
 TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def eventually(check: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
 
 
 def pod(name: str, gpus: int, annotations: dict[str, str] | None = None) -> str:

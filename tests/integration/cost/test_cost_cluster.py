@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from statictrain import labels, metrics
 from statictrain.promql import selector
 from statictrain_localcluster.cluster import LocalCluster
+from statictrain_localcluster.waiting import eventually
 from statictrain_operator.cost.annotator import PRICE_NOTES
 from statictrain_operator.cost.budgets import BUDGET_ACTED
 from statictrain_operator.cost.handlers import CostRuntime
@@ -45,15 +46,6 @@ TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSc
 P5_OD = {labels.INSTANCE_TYPE: "p5.48xlarge", labels.CAPACITY_TYPE: "on-demand"}
 
 
-def eventually(check: Callable[[], Any], timeout: float = 90, what: str = "") -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}; last value {last!r}")
 
 
 def free_port() -> int:

@@ -7,14 +7,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from statictrain import labels
+from statictrain_localcluster.waiting import eventually as wait_for
 
 VENV_BIN = Path(sys.executable).parent
 TEST_LABEL = "statictrain.io/extender-test"
@@ -86,16 +85,6 @@ def gpu_pod(
     }
 
 
-def wait_for(check: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.5) -> Any:
-    """Poll until ``check`` returns something truthy; fail with ``what`` after the timeout."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        time.sleep(interval_s)
 
 
 def post_json(url: str, body: Any, timeout_s: float = 10) -> tuple[int, Any]:

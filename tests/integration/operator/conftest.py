@@ -15,12 +15,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import yaml
+from statictrain_localcluster.waiting import eventually
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CRD_FILE = REPO / "crds" / "statictrain.io_statictrainingjobs.yaml"
@@ -30,14 +30,7 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 def wait_for(check: Callable[[], Any], what: str, timeout: float = 60.0, interval: float = 0.25) -> Any:
     """Poll `check` until it returns something truthy; fail with `what` (never a timed assertion)."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"gave up waiting for {what} after {timeout:.0f}s (last value: {last!r})")
+    return eventually(check, timeout, what, interval)
 
 
 class Kube:
