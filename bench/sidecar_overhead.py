@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import platform
-import signal
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 
 from statictrain import envvars
 from statictrain.channel import STEPS_FILE, MalformedRecord, StepRecord, decode
+from statictrain_localcluster import procs
 
 CONFIGS: tuple[float | None, ...] = (None, 1.0, 0.1)
 """Sidecar sample interval per phase; None: no sidecar."""
@@ -122,13 +122,7 @@ def wait_for(check: object, timeout_s: float, what: str) -> None:
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    procs.stop_process(proc, grace_s=60)
 
 
 class Sidecar:

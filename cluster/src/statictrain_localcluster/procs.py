@@ -6,8 +6,10 @@ import contextlib
 import os
 import signal
 import socket
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 
 def free_port() -> int:
@@ -67,3 +69,14 @@ def terminate(pids: list[int], grace_s: float = 10.0) -> None:
         if alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def stop_process(proc: subprocess.Popen[Any], grace_s: float = 30.0) -> None:
+    """SIGTERM a child, wait up to grace_s, then SIGKILL it; always reaped."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

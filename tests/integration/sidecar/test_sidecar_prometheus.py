@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import urllib.parse
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 import yaml
 from statictrain import envvars, metrics
+from statictrain_localcluster import procs
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.waiting import eventually
 from statictrain_sidecar.collector import EXPORTED_METRICS
@@ -57,13 +57,7 @@ class Worker:
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    procs.stop_process(proc, grace_s=30)
 
 
 @pytest.fixture
