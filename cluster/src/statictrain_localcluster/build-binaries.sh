@@ -27,6 +27,8 @@ mkdir -p "$bin" "$work"
 log="$cache_root/$key/build.log"
 : >"$log"
 started=$(date +%s)
+# shellcheck source=k8s-module.sh
+. "$(dirname "$0")/k8s-module.sh"
 step() { echo "build-binaries: $1 (log: $log)" >&2; }
 run() { "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "failed: $* (full log: $log)"; }; }
 
@@ -35,21 +37,12 @@ run() { "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "failed: $* (full log
 if [ ! -x "$bin/kubectl" ] || [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kube-scheduler" ] || [ ! -x "$bin/kube-controller-manager" ]; then
   step "kubernetes $K8S_VERSION"
   d="$work/k8s"; rm -rf "$d"; mkdir -p "$d"
-  gomod=$(cd "$d" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  [ -f "$gomod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION from $GOPROXY"
+  k8s_tools_module "$d" "$K8S_VERSION" || die "could not write the Kubernetes tools module"
   staging="v0.${K8S_VERSION#v1.}"
-  {
-    echo "module statictrain.local/k8stools"; echo; echo "go 1.24"; echo
-    echo "require k8s.io/kubernetes $K8S_VERSION"; echo
-    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$gomod" | awk '{print "replace " $1 " => " $1 " '"$staging"'"}'
-  } >"$d/go.mod"
   (cd "$d" && run go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
       "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
       "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubectl@$staging" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION")
-  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-  v=k8s.io/component-base/version
-  ld="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
-  ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  ld=$(k8s_ldflags "$K8S_VERSION")
   (cd "$d" && run go build -trimpath -ldflags "$ld" -o "$bin/" k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
 fi

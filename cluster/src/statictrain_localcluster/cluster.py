@@ -4,8 +4,11 @@ kube-apiserver, etcd, kube-controller-manager and kube-scheduler are the real
 binaries (built by build-binaries.sh); kwok fakes only the nodes and the pod
 lifecycle; Prometheus is Debian's. kwokctl's binary runtime runs the control
 plane as local processes; this module adds the node pool, the statictrain
-scheduler profile and Prometheus, and tears everything down on stop or on a
-failed start.
+scheduler profile, Prometheus and (by default) a real node - kubelet,
+containerd, runc, a CNI bridge, CoreDNS and a volume provisioner (realnode.py) -
+and tears everything down on stop or on a failed start. When this machine
+cannot run a real node (a package or kernel feature missing), the cluster says
+which and how to get it, and starts with kwok nodes only.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -23,35 +27,27 @@ from typing import Any
 
 import yaml
 
-from statictrain_localcluster import nodepool, procs, prometheus
+from statictrain_localcluster import images, nodepool, procs, prometheus, realnode
+from statictrain_localcluster.paths import REPO_FILES, cache_root
 
-REPO_FILES = Path(__file__).resolve().parents[3]  # the repository root in a development install
 
 
 class ClusterError(RuntimeError):
     """The cluster could not be started or reached; the message says what to do."""
 
 
-def cache_root() -> Path:
-    env = os.environ.get("STATICTRAIN_CACHE")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "statictrain"
-
-
 def state_dir(name: str) -> Path:
     return cache_root() / "clusters" / name
 
 
-def build_binaries(log: Any = None) -> Path:
-    """Build (or find cached) control-plane binaries; return the bin folder."""
-    script = resources.files("statictrain_localcluster") / "build-binaries.sh"
-    if not shutil.which("go") and not shutil.which("bash"):
-        raise ClusterError("bash is needed to build the control plane")
-    proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=log, text=True, check=False)
+def build_binaries(log: Any = None, script: str = "build-binaries.sh") -> Path:
+    """Build (or find cached) control-plane binaries (or the node's: build-node.sh); return the bin folder."""
+    path = resources.files("statictrain_localcluster") / script
+    if not shutil.which("bash"):
+        raise ClusterError("bash is needed to build the local cluster's binaries")
+    proc = subprocess.run(["bash", str(path)], stdout=subprocess.PIPE, stderr=log, text=True, check=False)
     if proc.returncode != 0:
-        raise ClusterError("building the control-plane binaries failed (see the messages above); "
-                           "fix the cause and run 'make cluster-build' again")
+        raise ClusterError(f"{script} failed (see the messages above); fix the cause and run 'make cluster-build' again")
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
@@ -63,6 +59,12 @@ class State:
     extender_port: int
     prometheus_pid: int = 0
     started: float = 0.0
+    real_node: str = ""
+    """Name of the real node when it runs."""
+    real_node_problem: str = ""
+    """Why there is no real node (asked for but not possible here)."""
+    node_join_s: float = 0.0
+    """Seconds from starting the node's parts to the node being Ready."""
 
 
 class LocalCluster:
@@ -140,8 +142,11 @@ class LocalCluster:
 
     # ---- lifecycle -----------------------------------------------------------
     def start(self, bin_dir: Path, prometheus_port: int | None = None, timeout_s: float = 180,
-              log: Any = None) -> None:
-        """Start everything or nothing: on any failure, what was started is stopped."""
+              log: Any = None, real_node: bool = True) -> None:
+        """Start everything or nothing: on any failure, what was started is stopped.
+
+        With ``real_node`` a real node joins too when this machine can run one;
+        otherwise the reason is logged and kept in the state (``real_node_problem``)."""
         pools = self._read_nodepool()
         prom_bin = self._check_prerequisites(bin_dir, prometheus_port)
         if (self.root / "state.json").exists():
@@ -157,6 +162,8 @@ class LocalCluster:
             self._start_control_plane(timeout_s, log)
             self._create_nodes(pools, timeout_s)
             self._start_prometheus(prom_bin)
+            if real_node:
+                self._start_real_node(timeout_s, log)
         except BaseException:
             self.stop()
             raise
@@ -230,7 +237,8 @@ class LocalCluster:
     def _start_prometheus(self, binary: Path) -> None:
         root = self.root / "prometheus"
         root.mkdir(parents=True, exist_ok=True)
-        proc = prometheus.start(binary, root, self.state.prometheus_port, self.root / "prometheus.log")
+        proc = prometheus.start(binary, root, self.state.prometheus_port, self.root / "prometheus.log",
+                                pods_of=(self.kubeconfig, f"{self.name}-node"))
         self._children.append(proc)
         self.state.prometheus_pid = proc.pid
         self._save()
@@ -238,6 +246,49 @@ class LocalCluster:
             prometheus.wait_ready(self.prometheus_url, proc)
         except (RuntimeError, TimeoutError) as e:
             raise ClusterError(f"{e}; log: {self.root / 'prometheus.log'}") from None
+
+    # ---- the real node ---------------------------------------------------------
+    def _start_real_node(self, timeout_s: float, log: Any) -> None:
+        """Join a real node, or say why not and go on with kwok nodes only (never half a node)."""
+        problems = realnode.missing_prerequisites()
+        if problems:
+            self.state.real_node_problem = "; ".join(problems)
+            print(f"statictrain-cluster: no real node: {self.state.real_node_problem}. "
+                  "Starting with kwok nodes only.", file=log or sys.stderr, flush=True)
+            self._save()
+            return
+        node = realnode.RealNode(self.root / "node")
+        try:
+            node_bin = build_binaries(log, "build-node.sh")
+            busybox = images.ensure_busybox().image
+            t0 = time.monotonic()
+            cfg = node.start(self.name, self.kubeconfig, node_bin, self.kubectl, busybox,
+                             lambda: images.load(node.ctr, busybox), timeout_s)
+            self.state.node_join_s = round(time.monotonic() - t0, 2)
+            self.state.real_node = cfg.node_name
+        except (realnode.NodeError, images.ImageError, ClusterError, OSError) as e:
+            self.state.real_node_problem = str(e)
+            print(f"statictrain-cluster: the real node did not start: {e}. Going on with kwok nodes only.",
+                  file=log or sys.stderr, flush=True)
+        self._save()
+
+    def node(self) -> realnode.RealNode:
+        """The running real node; ClusterError with the reason when there is none."""
+        if not self.state.real_node:
+            why = self.state.real_node_problem or "the cluster was started without one (--no-real-node)"
+            raise ClusterError(f"cluster {self.name!r} has no real node: {why}")
+        return realnode.RealNode(self.root / "node")
+
+    def load_images(self, targets: tuple[str, ...] = ("trainer", "sidecar"), log: Any = None) -> dict[str, str]:
+        """Build (cached by source hash) the Dockerfile targets and import them into the real node."""
+        node = self.node()
+        base = images.ensure_base(log).image
+        out = {}
+        for target in targets:
+            image = images.build_target(target, base, log).image
+            images.load(node.ctr, image)
+            out[target] = image
+        return out
 
     def running(self) -> bool:
         try:
@@ -249,6 +300,9 @@ class LocalCluster:
         """Stop every process of this cluster and remove its state; safe to call twice."""
         if not self.root.exists():
             return
+        # The real node first: its pods' processes, mounts, namespaces and bridge.
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            realnode.RealNode(self.root / "node").stop()
         with contextlib.suppress(ClusterError, OSError, subprocess.TimeoutExpired, TypeError):
             bin_dir = self.bin_dir
             subprocess.run([str(bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name],

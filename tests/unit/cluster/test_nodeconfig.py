@@ -1,0 +1,78 @@
+"""The real node's configuration files (pure): one cluster's parts never collide with another's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from statictrain_localcluster import nodeconfig, prometheus
+from statictrain_localcluster.nodeconfig import NodeConfig
+
+
+def cfg(cluster: str = "st-test-1", subnet: str = "10.99.7.0/24") -> NodeConfig:
+    return NodeConfig(cluster=cluster, root=f"/cache/clusters/{cluster}/node", subnet=subnet, kubelet_port=41001,
+                      kubelet_healthz_port=41002, sandbox_image="statictrain.local/busybox:1",
+                      helper_image="statictrain.local/busybox:1")
+
+
+def test_two_clusters_share_no_path_port_bridge_subnet_or_cgroup() -> None:
+    a = cfg("st-a", nodeconfig.pick_subnet(set()))
+    b = cfg("st-b", nodeconfig.pick_subnet({a.subnet}))
+    assert a.subnet != b.subnet and a.bridge != b.bridge and a.cgroup_root != b.cgroup_root
+    assert len(a.bridge) <= 15  # Linux interface names
+    for c in (a, b):
+        text = nodeconfig.containerd_config(c)
+        assert f'root = "{c.root}/containerd/root"' in text
+        assert f'address = "{c.root}/containerd/containerd.sock"' in text
+        assert f'Root = "{c.root}/runc"' in text
+        assert "restrict_oom_score_adj = true" in text and "SystemdCgroup = false" in text
+        kubelet = nodeconfig.kubelet_config(c)
+        assert kubelet["cgroupRoot"] == c.cgroup_root and kubelet["podLogsDir"].startswith(c.root)
+        assert kubelet["clusterDNS"] == [c.gateway]
+
+
+def test_pick_subnet_skips_taken_and_fails_when_full() -> None:
+    first = nodeconfig.pick_subnet(set())
+    assert first == "10.99.1.0/24"
+    assert nodeconfig.pick_subnet({first}) == "10.99.2.0/24"
+    every = {f"10.99.{i}.0/24" for i in range(256)}
+    with pytest.raises(RuntimeError, match="in use"):
+        nodeconfig.pick_subnet(every)
+
+
+def test_pod_network_stays_on_the_machine() -> None:
+    c = cfg()
+    (bridge,) = nodeconfig.cni_conflist(c)["plugins"]
+    assert bridge["ipMasq"] is False  # nothing is masqueraded to the outside
+    assert bridge["ipam"]["ranges"] == [[{"subnet": "10.99.7.0/24", "gateway": "10.99.7.1"}]]
+    assert bridge["ipam"]["dataDir"].startswith(c.root)
+    corefile = nodeconfig.corefile(c, Path("/k/kubeconfig"))
+    assert "forward" not in corefile  # cluster names only; nothing is asked of outside resolvers
+    assert corefile.count("bind 10.99.7.1") == 2
+
+
+def test_volume_helper_pods_are_pinned_to_the_real_node_and_the_class_is_default() -> None:
+    c = cfg()
+    helper = nodeconfig.localpath_helper_pod(c)
+    assert helper["spec"]["nodeSelector"] == {"kubernetes.io/hostname": "st-test-1-node"}
+    assert helper["spec"]["automountServiceAccountToken"] is False
+    kinds: dict[str, Any] = {m["kind"]: m for m in nodeconfig.storage_manifests(c)}
+    sc = kinds["StorageClass"]
+    assert sc["metadata"]["annotations"][nodeconfig.DEFAULT_CLASS_ANNOTATION] == "true"
+    assert sc["volumeBindingMode"] == "Immediate"
+    assert nodeconfig.localpath_config(c)["sharedFileSystemPath"] == f"{c.root}/volumes"
+
+
+def test_config_round_trips_through_json() -> None:
+    c = cfg()
+    assert NodeConfig.from_json(c.to_json()) == c
+
+
+def test_prometheus_scrapes_metrics_ports_of_pods_on_the_real_node_only(tmp_path: Path) -> None:
+    conf: Any = prometheus.config(tmp_path, pods_of=(tmp_path / "kubeconfig", "st-test-1-node"))
+    (job,) = [j for j in conf["scrape_configs"] if j["job_name"] == "statictrain-pods"]
+    assert job["kubernetes_sd_configs"] == [{"role": "pod", "kubeconfig_file": str(tmp_path / "kubeconfig")}]
+    keep = {r["source_labels"][0]: r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"}
+    assert keep["__meta_kubernetes_pod_node_name"] == "st-test-1-node"
+    assert keep["__meta_kubernetes_pod_container_port_name"] == "metrics"
