@@ -30,6 +30,7 @@ import yaml
 from statictrain_localcluster import images, nodepool, procs, prometheus, realnode
 from statictrain_localcluster.paths import REPO_FILES, cache_root
 
+__all__ = ["REPO_FILES", "ClusterError", "LocalCluster", "State", "build_binaries", "cache_root", "state_dir"]
 
 
 class ClusterError(RuntimeError):
@@ -47,7 +48,8 @@ def build_binaries(log: Any = None, script: str = "build-binaries.sh") -> Path:
         raise ClusterError("bash is needed to build the local cluster's binaries")
     proc = subprocess.run(["bash", str(path)], stdout=subprocess.PIPE, stderr=log, text=True, check=False)
     if proc.returncode != 0:
-        raise ClusterError(f"{script} failed (see the messages above); fix the cause and run 'make cluster-build' again")
+        raise ClusterError(f"{script} failed (see the messages above); fix the cause and run "
+                           "'make cluster-build' again")
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
@@ -262,8 +264,8 @@ class LocalCluster:
             node_bin = build_binaries(log, "build-node.sh")
             busybox = images.ensure_busybox().image
             t0 = time.monotonic()
-            cfg = node.start(self.name, self.kubeconfig, node_bin, self.kubectl, busybox,
-                             lambda: images.load(node.ctr, busybox), timeout_s)
+            cfg = node.start(self.name, self.kubeconfig, node_bin, self.kubectl, busybox=busybox,
+                             load_images=lambda: images.load(node.ctr, busybox), timeout_s=timeout_s)
             self.state.node_join_s = round(time.monotonic() - t0, 2)
             self.state.real_node = cfg.node_name
         except (realnode.NodeError, images.ImageError, ClusterError, OSError) as e:

@@ -10,8 +10,7 @@
 
 buildah keeps its images and layer cache outside the repository (``<cache>/buildah``):
 the trainer's torch layer is built once per torch version and reused. Images
-go to a node as uncompressed OCI archives (``<cache>/images``) imported into its
-containerd.
+go to a node's containerd through a pipe (buildah push | ctr import).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterable
@@ -30,7 +30,7 @@ from typing import Any
 
 from statictrain_localcluster.paths import REPO_FILES, cache_root
 
-__all__ = ["Build", "base_image", "build_target", "busybox_image", "ensure_base", "ensure_busybox", "export",
+__all__ = ["Build", "ImageError", "base_image", "build_target", "busybox_image", "ensure_base", "ensure_busybox",
            "image_mb", "load"]
 
 REGISTRY = "statictrain.local"
@@ -54,7 +54,8 @@ class Build:
 
 
 def _storage() -> list[str]:
-    root = cache_root() / "buildah"
+    """buildah's store: ``$STATICTRAIN_BUILDAH_ROOT`` (benchmarks build cold there) or ``<cache>/buildah``."""
+    root = Path(os.environ.get("STATICTRAIN_BUILDAH_ROOT") or cache_root() / "buildah")
     return ["--root", str(root / "storage"), "--runroot", str(root / "run"), "--storage-driver", "overlay"]
 
 
@@ -62,7 +63,8 @@ def buildah(*args: str, log: Any = None, timeout: float = 3600) -> subprocess.Co
     proc = subprocess.run(["buildah", *_storage(), *args], stdout=subprocess.PIPE,
                           stderr=log if log is not None else subprocess.PIPE, text=True, timeout=timeout, check=False)
     if proc.returncode != 0:
-        raise ImageError(f"buildah {' '.join(args[:3])} ... failed ({proc.returncode}): {(proc.stderr or '').strip()[-2000:]}")
+        detail = (proc.stderr or "").strip()[-2000:]
+        raise ImageError(f"buildah {' '.join(args[:3])} ... failed ({proc.returncode}): {detail}")
     return proc
 
 
@@ -191,46 +193,38 @@ def build_target(target: str, base: str, log: Any = None, repo: Path = REPO_FILE
     return Build(image, time.monotonic() - t0, True)
 
 
-def archive_path(image: str) -> Path:
-    return cache_root() / "images" / (image.replace("/", "_").replace(":", "_") + ".oci.tar")
-
-
-def export(image: str) -> Path:
-    """The image as an uncompressed OCI archive (made once per image)."""
-    path = archive_path(image)
-    if path.exists():
-        return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        buildah("push", "--disable-compression", image, f"oci-archive:{tmp}:{image}")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
-
-
 def image_mb(image: str) -> float:
-    """Size of the image's uncompressed archive in MB (10^6 bytes)."""
-    return round(export(image).stat().st_size / 1e6, 1)
+    """Size of the image's layers, uncompressed, in MB (10^6 bytes), as buildah stores them."""
+    out = buildah("inspect", "--type", "image", "--format", "{{.Size}}", image).stdout.strip()
+    return round(int(out) / 1e6, 1)
 
 
 def load(ctr: Any, image: str) -> float:
-    """Import ``image`` into a node's containerd unless it is there; seconds it took (0 when present)."""
+    """Import ``image`` into a node's containerd unless it is there; seconds it took (0 when present).
+
+    Streamed: buildah writes a docker-archive into a pipe that ``ctr images import``
+    reads, so no multi-GB archive is kept on disk (the trainer's torch layer is ~5 GB)."""
     if image in ctr("images", "ls", "-q", check=False).stdout.split():
         return 0.0
-    archive = export(image)
     t0 = time.monotonic()
-    ctr("images", "import", str(archive))
+    with tempfile.TemporaryDirectory(dir=cache_root()) as tmp:
+        fifo = Path(tmp, "image.tar")
+        os.mkfifo(fifo)
+        push = subprocess.Popen(["buildah", *_storage(), "push", "--quiet", image, f"docker-archive:{fifo}:{image}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "TMPDIR": tmp})
+        try:
+            ctr("images", "import", str(fifo))
+        finally:
+            _, err = push.communicate(timeout=600)
+        if push.returncode != 0:
+            raise ImageError(f"buildah push {image} failed: {err.strip()[-2000:]}")
     if image not in ctr("images", "ls", "-q", check=False).stdout.split():
-        raise ImageError(f"{archive} was imported but containerd does not list {image}")
+        raise ImageError(f"{image} was imported but the node's containerd does not list it")
     return time.monotonic() - t0
-
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m statictrain_localcluster.images [TARGET ...]``: build (cached) and print each image."""
-    import sys
-
     targets = (sys.argv[1:] if argv is None else argv) or ["trainer", "sidecar"]
     try:
         base = ensure_base(sys.stderr)

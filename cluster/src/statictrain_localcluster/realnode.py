@@ -128,8 +128,8 @@ class RealNode:
             self.cfg = NodeConfig.from_json(path.read_text())
 
     # ---- start ------------------------------------------------------------------
-    def start(self, cluster: str, kubeconfig: Path, bin_dir: Path, kubectl: Callable[..., Any],
-              busybox: str, load_images: Callable[[], None], timeout_s: float) -> NodeConfig:
+    def start(self, cluster: str, kubeconfig: Path, bin_dir: Path, kubectl: Callable[..., Any], *,
+              busybox: str, load_images: Callable[[], object], timeout_s: float) -> NodeConfig:
         """Start every part; on any failure stop what was started and raise NodeError.
 
         ``busybox`` is the sandbox and helper image; ``load_images`` imports the images

@@ -16,6 +16,7 @@ import pytest
 from statictrain import metrics
 from statictrain.exitcodes import ExitCode
 from statictrain_localcluster.cluster import LocalCluster
+from statictrain_operator.cost.prom import HttpPrometheus
 
 from ..operator.conftest import Kube, wait_for
 from .conftest import (
@@ -53,8 +54,6 @@ def test_tiny_job_succeeds_by_itself_as_non_root_and_is_scraped(
 
     # Prometheus found the native sidecar through the API server and scrapes it.
     def scraped() -> Any:
-        from statictrain_operator.cost.prom import HttpPrometheus  # the operator's own client
-
         return HttpPrometheus(cluster.prometheus_url).query(
             f'{metrics.TRAIN_STEPS_TOTAL}{{namespace="{kube.ns}",job_name="tiny"}}', time.time())
 
