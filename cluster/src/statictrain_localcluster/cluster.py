@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -67,6 +67,8 @@ class State:
     """Why there is no real node (asked for but not possible here)."""
     node_join_s: float = 0.0
     """Seconds from starting the node's parts to the node being Ready."""
+    images: dict[str, str] = field(default_factory=dict)
+    """Images in the real node's containerd, by Dockerfile target (and "busybox")."""
 
 
 class LocalCluster:
@@ -262,12 +264,15 @@ class LocalCluster:
         node = realnode.RealNode(self.root / "node")
         try:
             node_bin = build_binaries(log, "build-node.sh")
-            busybox = images.ensure_busybox().image
+            built = images.node_images(log)
+            store = realnode.image_store(images.store_key(built), cache_root() / "containerd-images",
+                                         lambda ctr: [images.load(ctr, i) for i in built.values()])
             t0 = time.monotonic()
-            cfg = node.start(self.name, self.kubeconfig, node_bin, self.kubectl, busybox=busybox,
-                             load_images=lambda: images.load(node.ctr, busybox), timeout_s=timeout_s)
+            cfg = node.start(self.name, self.kubeconfig, node_bin, self.kubectl, busybox=built["busybox"],
+                             images_root=store, timeout_s=timeout_s)
             self.state.node_join_s = round(time.monotonic() - t0, 2)
             self.state.real_node = cfg.node_name
+            self.state.images = built
         except (realnode.NodeError, images.ImageError, ClusterError, OSError) as e:
             self.state.real_node_problem = str(e)
             print(f"statictrain-cluster: the real node did not start: {e}. Going on with kwok nodes only.",
@@ -281,16 +286,10 @@ class LocalCluster:
             raise ClusterError(f"cluster {self.name!r} has no real node: {why}")
         return realnode.RealNode(self.root / "node")
 
-    def load_images(self, targets: tuple[str, ...] = ("trainer", "sidecar"), log: Any = None) -> dict[str, str]:
-        """Build (cached by source hash) the Dockerfile targets and import them into the real node."""
-        node = self.node()
-        base = images.ensure_base(log).image
-        out = {}
-        for target in targets:
-            image = images.build_target(target, base, log).image
-            images.load(node.ctr, image)
-            out[target] = image
-        return out
+    def node_images(self) -> dict[str, str]:
+        """The images the real node started with: Dockerfile targets (trainer, sidecar) and busybox."""
+        self.node()
+        return dict(self.state.images)
 
     def running(self) -> bool:
         try:

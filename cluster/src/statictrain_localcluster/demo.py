@@ -114,9 +114,9 @@ class Demo:
         self.cluster.start(bin_dir, log=subprocess.DEVNULL)
         say(f"cluster ready in {time.monotonic() - t0:.1f}s")
         if self.cluster.state.real_node:
-            say(f"real node {self.cluster.state.real_node} joined; building (cached) and loading the trainer and "
-                "sidecar images from the Dockerfile")
-            self.images = self.cluster.load_images(("trainer", "sidecar"), log=sys.stderr)
+            self.images = self.cluster.node_images()
+            say(f"real node {self.cluster.state.real_node} joined with the images built from the Dockerfile: "
+                + ", ".join(self.images.values()))
         else:
             say(f"no real node ({self.cluster.state.real_node_problem}): every job runs in local workers")
         print(self.cluster.kubectl("get", "nodes", "-L", labels.INSTANCE_TYPE, "-L", labels.GPU_PRODUCT,

@@ -16,6 +16,7 @@ go to a node's containerd through a pipe (buildah push | ctr import).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -31,7 +32,7 @@ from typing import Any
 from statictrain_localcluster.paths import REPO_FILES, cache_root
 
 __all__ = ["Build", "ImageError", "base_image", "build_target", "busybox_image", "ensure_base", "ensure_busybox",
-           "image_mb", "load"]
+           "image_mb", "load", "node_images", "store_key"]
 
 REGISTRY = "statictrain.local"
 BASE_PACKAGES = ("python3", "python3-venv", "python3-dev", "ca-certificates", "passwd")
@@ -193,10 +194,34 @@ def build_target(target: str, base: str, log: Any = None, repo: Path = REPO_FILE
     return Build(image, time.monotonic() - t0, True)
 
 
+NODE_TARGETS = ("trainer", "sidecar")
+
+
+def node_images(log: Any = None) -> dict[str, str]:
+    """Everything a real node starts with, built or found: busybox and the Dockerfile's
+    trainer and sidecar on the offline base."""
+    base = ensure_base(log).image
+    out = {"busybox": ensure_busybox().image}
+    for target in NODE_TARGETS:
+        out[target] = build_target(target, base, log).image
+    return out
+
+
+def image_id(image: str) -> str:
+    return buildah("inspect", "--type", "image", "--format", "{{.FromImageID}}", image).stdout.strip()
+
+
+def store_key(built: dict[str, str]) -> str:
+    """Key of the containerd image store holding exactly these images."""
+    ids = sorted(f"{name}={image_id(name)}" for name in built.values())
+    return hashlib.sha256("\n".join(ids).encode()).hexdigest()[:16]
+
+
 def image_mb(image: str) -> float:
-    """Size of the image's layers, uncompressed, in MB (10^6 bytes), as buildah stores them."""
-    out = buildah("inspect", "--type", "image", "--format", "{{.Size}}", image).stdout.strip()
-    return round(int(out) / 1e6, 1)
+    """Size of the image, uncompressed, in MB (10^6 bytes), as buildah reports it (3 significant digits)."""
+    size = json.loads(buildah("images", "--json", image).stdout)[0]["size"]  # e.g. "6.36 GB"
+    number, unit = size.split()
+    return round(float(number) * {"B": 1e-6, "kB": 1e-3, "KB": 1e-3, "MB": 1.0, "GB": 1e3, "TB": 1e6}[unit], 1)
 
 
 def load(ctr: Any, image: str) -> float:

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,7 +28,7 @@ import yaml
 from statictrain_localcluster import nodeconfig, procs
 from statictrain_localcluster.nodeconfig import NodeConfig
 
-__all__ = ["NodeError", "RealNode", "missing_prerequisites"]
+__all__ = ["NodeError", "RealNode", "image_store", "missing_prerequisites"]
 
 # Debian package of each thing the node needs (binaries on PATH or files).
 REQUIRED: dict[str, str] = {
@@ -105,6 +106,57 @@ def _run(*cmd: str, check: bool = True, timeout: float = 60) -> subprocess.Compl
     return proc
 
 
+def _link_tree(src: Path, dst: Path) -> None:
+    """``dst`` as a copy of ``src`` whose files are hard links, except containerd's bolt
+    databases (written in place), which are real copies. Image blobs and unpacked layers
+    are never written after they are committed, so every node can share them."""
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    _run("cp", "-al", str(src), str(dst), timeout=600)
+    for db in dst.rglob("*.db"):
+        db.unlink()
+        shutil.copy2(src / db.relative_to(dst), db)
+
+
+def image_store(key: str, store_root: Path, load: Callable[[Callable[..., Any]], object], timeout_s: float = 120,
+                keep: int = 2) -> Path:
+    """A containerd root with the node's images imported, made once per ``key`` under
+    ``store_root`` (a temporary containerd imports them; the folder is renamed into place,
+    so concurrent callers are safe). Nodes hard-link it (``_link_tree``): a cluster start
+    imports nothing, and the ~6 GB trainer image takes no disk per cluster. The newest
+    ``keep`` stores are kept."""
+    final = store_root / key
+    if (final / "root").is_dir():
+        return final / "root"
+    store_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=store_root, prefix=".new-"))
+    node = RealNode(tmp)
+    node.cfg = NodeConfig(cluster="image-store", root=str(tmp), subnet="10.99.255.0/24", kubelet_port=0,
+                          kubelet_healthz_port=0, sandbox_image="", helper_image="")
+    try:
+        node._start_containerd(node.cfg, timeout_s)
+        load(node.ctr)
+        pids = procs.pids_mentioning(str(tmp))
+        procs.terminate(pids, grace_s=30)
+        for point in _mounts_under(tmp):
+            _run("umount", "-l", point, check=False)
+        keep_root = tmp / "containerd" / "root"
+        try:
+            keep_root.rename(tmp / "root")
+            tmp.rename(final)
+        except OSError:
+            if not (final / "root").is_dir():
+                raise
+    finally:
+        if tmp.exists():
+            procs.terminate(procs.pids_mentioning(str(tmp)), grace_s=10)
+            shutil.rmtree(tmp, ignore_errors=True)
+    stores = sorted((p for p in store_root.iterdir() if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime)
+    for old in stores[:-keep]:
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
+    return final / "root"
+
+
 def subnets_in_use() -> set[str]:
     """/24s of SUBNET_POOL that an interface of this machine already holds."""
     taken = set()
@@ -129,11 +181,11 @@ class RealNode:
 
     # ---- start ------------------------------------------------------------------
     def start(self, cluster: str, kubeconfig: Path, bin_dir: Path, kubectl: Callable[..., Any], *,
-              busybox: str, load_images: Callable[[], object], timeout_s: float) -> NodeConfig:
+              busybox: str, images_root: Path, timeout_s: float) -> NodeConfig:
         """Start every part; on any failure stop what was started and raise NodeError.
 
-        ``busybox`` is the sandbox and helper image; ``load_images`` imports the images
-        the node needs once containerd answers (``self.ctr``)."""
+        ``busybox`` is the sandbox and helper image; ``images_root`` a containerd root
+        holding the node's images (``image_store``), hard-linked into this node's own."""
         self.root.mkdir(parents=True, exist_ok=True)
         cfg = NodeConfig(cluster=cluster, root=str(self.root), subnet=nodeconfig.pick_subnet(subnets_in_use()),
                          kubelet_port=procs.free_port(), kubelet_healthz_port=procs.free_port(),
@@ -142,8 +194,8 @@ class RealNode:
         (self.root / "node.json").write_text(cfg.to_json())
         try:
             self._bridge(cfg)
+            _link_tree(images_root, cfg.path("containerd", "root"))
             self._start_containerd(cfg, timeout_s)
-            load_images()
             self._start_kubelet(cfg, kubeconfig, bin_dir, timeout_s, kubectl)
             self._start_coredns(cfg, kubeconfig, bin_dir)
             self._start_localpath(cfg, kubeconfig, bin_dir, kubectl)
@@ -165,7 +217,7 @@ class RealNode:
         _run("ip", "link", "set", cfg.bridge, "up")
 
     def _start_containerd(self, cfg: NodeConfig, timeout_s: float) -> None:
-        for sub in ("containerd", "cni/net.d", "cni/ipam", "runc", "pod-logs", "volumes", "kubelet"):
+        for sub in ("containerd/root", "cni/net.d", "cni/ipam", "runc", "pod-logs", "volumes", "kubelet"):
             cfg.path(sub).mkdir(parents=True, exist_ok=True)
         cfg.path("containerd", "config.toml").write_text(nodeconfig.containerd_config(cfg))
         cfg.path("cni", "net.d", "10-statictrain.conflist").write_text(json.dumps(nodeconfig.cni_conflist(cfg)))

@@ -38,8 +38,8 @@ def real_node(cluster: LocalCluster) -> str:
 
 @pytest.fixture(scope="session")
 def images(cluster: LocalCluster, real_node: str) -> dict[str, str]:
-    """trainer and sidecar images built from the Dockerfile (cached by source hash) and loaded."""
-    return cluster.load_images(("trainer", "sidecar"))
+    """trainer and sidecar images built from the Dockerfile (cached by source hash), in the node."""
+    return cluster.node_images()
 
 
 @pytest.fixture

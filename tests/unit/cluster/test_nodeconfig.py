@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statictrain_localcluster import nodeconfig, prometheus
+from statictrain_localcluster import nodeconfig, prometheus, realnode
 from statictrain_localcluster.nodeconfig import NodeConfig
 
 
@@ -76,3 +76,18 @@ def test_prometheus_scrapes_metrics_ports_of_pods_on_the_real_node_only(tmp_path
     keep = {r["source_labels"][0]: r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"}
     assert keep["__meta_kubernetes_pod_node_name"] == "st-test-1-node"
     assert keep["__meta_kubernetes_pod_container_port_name"] == "metrics"
+
+
+def test_image_store_is_hard_linked_but_databases_are_copied(tmp_path: Path) -> None:
+    src = tmp_path / "store"
+    (src / "io.containerd.content.v1.content/blobs/sha256").mkdir(parents=True)
+    blob = src / "io.containerd.content.v1.content/blobs/sha256/abc"
+    blob.write_bytes(b"layer")
+    (src / "io.containerd.metadata.v1.bolt").mkdir()
+    db = src / "io.containerd.metadata.v1.bolt/meta.db"
+    db.write_bytes(b"bolt")
+    dst = tmp_path / "node/containerd/root"
+    realnode._link_tree(src, dst)
+    assert (dst / blob.relative_to(src)).stat().st_ino == blob.stat().st_ino  # shared, no copy
+    copied = dst / db.relative_to(src)
+    assert copied.read_bytes() == b"bolt" and copied.stat().st_ino != db.stat().st_ino  # written in place: own copy
