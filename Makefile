@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-setup: $(STAMP) system-deps cluster-build ## Everything a fresh machine needs (venv, Debian packages, cluster binaries)
+setup: $(STAMP) system-deps cluster-build images ## Everything a fresh machine needs (venv, Debian packages, cluster binaries, images)
 
 # Prometheus; the real node's runtime (containerd, runc, CNI plugins, iproute2), image
 # builder (buildah, debootstrap for the offline base image) and sandbox image (busybox-static).
@@ -44,8 +44,8 @@ cluster-build: ## Build (once, cached) the control plane, kwok, helm, and the re
 	@bash cluster/src/statictrain_localcluster/build-binaries.sh >/dev/null
 	@bash cluster/src/statictrain_localcluster/build-node.sh >/dev/null
 
-images: $(STAMP) system-deps ## Build (cached) the trainer and sidecar images from the Dockerfile with buildah
-	$(BIN)/python -m statictrain_localcluster.images trainer sidecar
+images: $(STAMP) system-deps ## Build (cached) the real node's images (Dockerfile trainer, sidecar; busybox) and image store
+	$(BIN)/python -m statictrain_localcluster.images
 
 cluster-up: setup ## Start the local cluster (real control plane, kwok GPU nodes, Prometheus)
 	$(BIN)/statictrain-cluster start

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from statictrain_localcluster import realnode
 from statictrain_localcluster.paths import REPO_FILES, cache_root
 
 __all__ = ["Build", "ImageError", "base_image", "build_target", "busybox_image", "ensure_base", "ensure_busybox",
@@ -249,15 +250,19 @@ def load(ctr: Any, image: str) -> float:
     return time.monotonic() - t0
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m statictrain_localcluster.images [TARGET ...]``: build (cached) and print each image."""
-    targets = (sys.argv[1:] if argv is None else argv) or ["trainer", "sidecar"]
+    """``python -m statictrain_localcluster.images``: build (cached) what a real node starts with
+    (busybox, base, trainer, sidecar) and its containerd image store; print each image."""
+    del argv
     try:
-        base = ensure_base(sys.stderr)
-        print(f"{base.image} ({base.seconds:.0f} s)" if base.built else base.image)
-        for target in targets:
-            b = build_target(target, base.image, sys.stderr)
-            print(f"{b.image} ({b.seconds:.0f} s)" if b.built else b.image)
-    except ImageError as e:
+        built = node_images(sys.stderr)
+        for image in built.values():
+            print(image, flush=True)
+        if not realnode.missing_prerequisites():
+            t0 = time.monotonic()
+            store = realnode.image_store(store_key(built), cache_root() / "containerd-images",
+                                         lambda ctr: [load(ctr, i) for i in built.values()])
+            print(f"containerd image store {store} ({time.monotonic() - t0:.0f} s)")
+    except (ImageError, RuntimeError, OSError) as e:
         print(f"images: {e}", file=sys.stderr)
         return 1
     return 0

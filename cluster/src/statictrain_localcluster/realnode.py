@@ -121,14 +121,19 @@ def image_store(key: str, store_root: Path, load: Callable[[Callable[..., Any]],
                 keep: int = 2) -> Path:
     """A containerd root with the node's images imported, made once per ``key`` under
     ``store_root`` (a temporary containerd imports them; the folder is renamed into place,
-    so concurrent callers are safe). Nodes hard-link it (``_link_tree``): a cluster start
-    imports nothing, and the ~6 GB trainer image takes no disk per cluster. The newest
-    ``keep`` stores are kept."""
+    so concurrent callers are safe). It starts as a hard-linked copy of the newest store,
+    so a new trainer image adds only its project layer (torch's layer is found, not
+    unpacked again). Nodes hard-link it too (``_link_tree``): a cluster start imports
+    nothing, and the ~6 GB trainer image takes no disk per cluster. The newest ``keep``
+    stores are kept."""
     final = store_root / key
     if (final / "root").is_dir():
         return final / "root"
     store_root.mkdir(parents=True, exist_ok=True)
+    previous = _stores(store_root)
     tmp = Path(tempfile.mkdtemp(dir=store_root, prefix=".new-"))
+    if previous:
+        _link_tree(previous[-1] / "root", tmp / "containerd" / "root")
     node = RealNode(tmp)
     node.cfg = NodeConfig(cluster="image-store", root=str(tmp), subnet="10.99.255.0/24", kubelet_port=0,
                           kubelet_healthz_port=0, sandbox_image="", helper_image="")
@@ -150,11 +155,16 @@ def image_store(key: str, store_root: Path, load: Callable[[Callable[..., Any]],
         if tmp.exists():
             procs.terminate(procs.pids_mentioning(str(tmp)), grace_s=10)
             shutil.rmtree(tmp, ignore_errors=True)
-    stores = sorted((p for p in store_root.iterdir() if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime)
-    for old in stores[:-keep]:
+    for old in _stores(store_root)[:-keep]:
         if old != final:
             shutil.rmtree(old, ignore_errors=True)
     return final / "root"
+
+
+def _stores(store_root: Path) -> list[Path]:
+    """Finished image stores, oldest first."""
+    done = [p for p in store_root.iterdir() if not p.name.startswith(".") and (p / "root").is_dir()]
+    return sorted(done, key=lambda p: p.stat().st_mtime)
 
 
 def subnets_in_use() -> set[str]:
@@ -235,6 +245,9 @@ class RealNode:
                        kubectl: Callable[..., Any]) -> None:
         for d in _cgroup_dirs(cfg.cgroup_root):
             d.mkdir(parents=True, exist_ok=True)
+            for name in ("cpuset.cpus", "cpuset.mems"):  # v1 cpusets start empty: inherit the root's
+                if (d / name).exists() and not (d / name).read_text().strip():
+                    (d / name).write_text((d.parent / name).read_text())
         cfg.path("resolv.conf").write_text(f"nameserver {cfg.gateway}\n")
         cfg.path("kubelet-config.yaml").write_text(yaml.safe_dump(nodeconfig.kubelet_config(cfg)))
         proc = self._spawn("kubelet", [
