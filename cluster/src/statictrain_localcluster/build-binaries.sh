@@ -9,35 +9,20 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.7.0}
 HELM_VERSION=${HELM_VERSION:-v3.19.5}
 
-cache_root=${STATICTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/statictrain}
+name=build-binaries
 key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_$(go env GOOS 2>/dev/null || echo linux)-$(go env GOARCH 2>/dev/null || echo amd64)"
-bin="$cache_root/$key/bin"
 want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl helm)
-
-die() { echo "build-binaries: $*" >&2; exit 1; }
-have_all() { for b in "${want[@]}"; do [ -x "$bin/$b" ] || return 1; done; }
-
-if have_all; then echo "$bin"; exit 0; fi
-command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.24 (https://go.dev/dl or apt-get install golang-go) and re-run"
-
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-export GOPROXY=${STATICTRAIN_GOPROXY:-https://proxy.golang.org}   # no 'direct': a missing module fails fast
+# shellcheck source=build-lib.sh
+. "$(dirname "$0")/build-lib.sh"
 work="$cache_root/$key/src"
 mkdir -p "$bin" "$work"
-log="$cache_root/$key/build.log"
-: >"$log"
-started=$(date +%s)
-# shellcheck source=k8s-module.sh
-. "$(dirname "$0")/k8s-module.sh"
-step() { echo "build-binaries: $1 (log: $log)" >&2; }
-run() { "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "failed: $* (full log: $log)"; }; }
 
 # --- kubernetes: a tools module that requires k8s.io/kubernetes and replaces every
 # staging module with its published v0.x twin (the same trick scheduler-plugins uses).
 if [ ! -x "$bin/kubectl" ] || [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kube-scheduler" ] || [ ! -x "$bin/kube-controller-manager" ]; then
   step "kubernetes $K8S_VERSION"
   d="$work/k8s"; rm -rf "$d"; mkdir -p "$d"
-  k8s_tools_module "$d" "$K8S_VERSION" || die "could not write the Kubernetes tools module"
+  k8s_tools_module "$d" "$K8S_VERSION"
   staging="v0.${K8S_VERSION#v1.}"
   (cd "$d" && run go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
       "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \

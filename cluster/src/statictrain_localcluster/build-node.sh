@@ -12,34 +12,18 @@ K8S_VERSION=${K8S_VERSION:-v1.34.4}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.14.7}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-v0.0.30}
 
-cache_root=${STATICTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/statictrain}
+name=build-node
 key="node-k8s-${K8S_VERSION}_coredns-${COREDNS_VERSION}_localpath-${LOCAL_PATH_VERSION}_$(go env GOOS 2>/dev/null || echo linux)-$(go env GOARCH 2>/dev/null || echo amd64)"
-bin="$cache_root/$key/bin"
 want=(kubelet coredns local-path-provisioner)
-
-die() { echo "build-node: $*" >&2; exit 1; }
-have_all() { for b in "${want[@]}"; do [ -x "$bin/$b" ] || return 1; done; }
-
-if have_all; then echo "$bin"; exit 0; fi
-command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.25 (https://go.dev/dl) and re-run"
-
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-export GOPROXY=${STATICTRAIN_GOPROXY:-https://proxy.golang.org}   # no 'direct': a missing module fails fast
-mkdir -p "$cache_root/$key"
+# shellcheck source=build-lib.sh
+. "$(dirname "$0")/build-lib.sh"
 tmp=$(mktemp -d "$cache_root/$key/build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 out="$tmp/bin"; mkdir -p "$out"
-log="$cache_root/$key/build.log"
-: >"$log"
-started=$(date +%s)
-# shellcheck source=k8s-module.sh
-. "$(dirname "$0")/k8s-module.sh"
-step() { echo "build-node: $1 (log: $log)" >&2; }
-run() { "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "failed: $* (full log: $log)"; }; }
 
 step "kubelet $K8S_VERSION"
 mkdir -p "$tmp/k8s"
-k8s_tools_module "$tmp/k8s" "$K8S_VERSION" || die "could not write the Kubernetes tools module"
+k8s_tools_module "$tmp/k8s" "$K8S_VERSION"
 (cd "$tmp/k8s" && run go get "k8s.io/kubernetes/cmd/kubelet@$K8S_VERSION" && \
    run go build -trimpath -ldflags "$(k8s_ldflags "$K8S_VERSION")" -o "$out/kubelet" k8s.io/kubernetes/cmd/kubelet)
 
