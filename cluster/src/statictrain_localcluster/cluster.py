@@ -102,6 +102,11 @@ class LocalCluster:
         return Path(self.state.bin_dir)
 
     @property
+    def pki_dir(self) -> Path:
+        """kwokctl's certificates of this cluster (ca.crt, admin.crt, admin.key)."""
+        return self.root / "kwok" / "clusters" / self.name / "pki"
+
+    @property
     def prometheus_url(self) -> str:
         return f"http://127.0.0.1:{self.state.prometheus_port}"
 
@@ -202,7 +207,16 @@ class LocalCluster:
         (self.root / "kube-scheduler-config.yaml").write_text(sched)
         package = resources.files("statictrain_localcluster")
         (self.root / "kwok-config.yaml").write_text((package / "stages.yaml").read_text())
-        (self.root / "kwokctl-config.yaml").write_text((package / "kwokctl.yaml").read_text())
+        kwokctl = yaml.safe_load((package / "kwokctl.yaml").read_text())
+        # The API server reaches the real node's kubelet (logs, exec) by its address, with a
+        # client certificate the kubelet trusts (kwokctl's CA, see realnode.py).
+        pki = self.pki_dir
+        kwokctl["componentsPatches"].append({"name": "kube-apiserver", "extraArgs": [
+            {"key": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"},
+            {"key": "kubelet-client-certificate", "value": str(pki / "admin.crt")},
+            {"key": "kubelet-client-key", "value": str(pki / "admin.key")},
+        ]})
+        (self.root / "kwokctl-config.yaml").write_text(yaml.safe_dump(kwokctl))
         b = self.bin_dir
         cmd = [
             str(b / "kwokctl"), "create", "cluster", "--name", self.name, "--runtime", "binary",
@@ -241,8 +255,7 @@ class LocalCluster:
     def _start_prometheus(self, binary: Path) -> None:
         root = self.root / "prometheus"
         root.mkdir(parents=True, exist_ok=True)
-        proc = prometheus.start(binary, root, self.state.prometheus_port, self.root / "prometheus.log",
-                                pods_of=(self.kubeconfig, f"{self.name}-node"))
+        proc = prometheus.start(binary, root, self.state.prometheus_port, self.root / "prometheus.log")
         self._children.append(proc)
         self.state.prometheus_pid = proc.pid
         self._save()
@@ -269,15 +282,26 @@ class LocalCluster:
                                          lambda ctr: [images.load(ctr, i) for i in built.values()])
             t0 = time.monotonic()
             cfg = node.start(self.name, self.kubeconfig, node_bin, self.kubectl, busybox=built["busybox"],
-                             images_root=store, timeout_s=timeout_s)
+                             images_root=store, client_ca=self.pki_dir / "ca.crt", timeout_s=timeout_s)
             self.state.node_join_s = round(time.monotonic() - t0, 2)
             self.state.real_node = cfg.node_name
             self.state.images = built
+            self._start_pod_targets(cfg.node_name)
         except (realnode.NodeError, images.ImageError, ClusterError, OSError) as e:
             self.state.real_node_problem = str(e)
             print(f"statictrain-cluster: the real node did not start: {e}. Going on with kwok nodes only.",
                   file=log or sys.stderr, flush=True)
         self._save()
+
+    def _start_pod_targets(self, node: str) -> None:
+        """Prometheus scrapes the node's pods (metrics ports) through file_sd targets kept by podtargets.py."""
+        with (self.root / "podtargets.log").open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "statictrain_localcluster.podtargets", "--kubectl",
+                 str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), "--node", node,
+                 "--targets", str(self.root / "prometheus/targets")],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self._children.append(proc)
 
     def node(self) -> realnode.RealNode:
         """The running real node; ClusterError with the reason when there is none."""

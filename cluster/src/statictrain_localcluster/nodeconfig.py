@@ -142,8 +142,9 @@ def cni_conflist(cfg: NodeConfig) -> dict[str, Any]:
     }
 
 
-def kubelet_config(cfg: NodeConfig) -> dict[str, Any]:
-    """KubeletConfiguration for cgroup v1 without systemd, on ports and folders of its own."""
+def kubelet_config(cfg: NodeConfig, client_ca: Path) -> dict[str, Any]:
+    """KubeletConfiguration for cgroup v1 without systemd, on ports and folders of its own.
+    Its API (logs, exec) answers only clients with a certificate of ``client_ca`` (the API server)."""
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -158,7 +159,8 @@ def kubelet_config(cfg: NodeConfig) -> dict[str, Any]:
         "failCgroupV1": False,
         "failSwapOn": False,
         "makeIPTablesUtilChains": False,
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True}},
+        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
+                           "x509": {"clientCAFile": str(client_ca)}},
         "authorization": {"mode": "AlwaysAllow"},
         "clusterDNS": [cfg.gateway],
         "clusterDomain": "cluster.local",

@@ -27,35 +27,18 @@ def find_binary() -> Path:
     return Path(found)
 
 
-def config(targets_dir: Path, scrape_interval: str = "1s", pods_of: tuple[Path, str] | None = None,
-           ) -> dict[str, object]:
-    """The Prometheus configuration (pure).
-
-    ``pods_of`` = (kubeconfig, node name): also scrape every container port named
-    ``metrics`` of the pods running on that (real) node, found through the API server.
-    """
-    jobs: list[dict[str, object]] = [
-        {
-            "job_name": "statictrain",
-            "honor_labels": True,
-            "file_sd_configs": [{"files": [str(targets_dir / "*.json")], "refresh_interval": "1s"}],
-        }
-    ]
-    if pods_of is not None:
-        kubeconfig, node = pods_of
-        jobs.append({
-            "job_name": "statictrain-pods",
-            "honor_labels": True,
-            "kubernetes_sd_configs": [{"role": "pod", "kubeconfig_file": str(kubeconfig)}],
-            "relabel_configs": [
-                {"source_labels": ["__meta_kubernetes_pod_node_name"], "regex": node, "action": "keep"},
-                {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "metrics", "action": "keep"},
-                {"source_labels": ["__meta_kubernetes_pod_phase"], "regex": "Running", "action": "keep"},
-                {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
-                {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-            ],
-        })
-    return {"global": {"scrape_interval": scrape_interval, "evaluation_interval": "5s"}, "scrape_configs": jobs}
+def config(targets_dir: Path, scrape_interval: str = "1s") -> dict[str, object]:
+    """The Prometheus configuration (pure)."""
+    return {
+        "global": {"scrape_interval": scrape_interval, "evaluation_interval": "5s"},
+        "scrape_configs": [
+            {
+                "job_name": "statictrain",
+                "honor_labels": True,
+                "file_sd_configs": [{"files": [str(targets_dir / "*.json")], "refresh_interval": "1s"}],
+            }
+        ],
+    }
 
 
 def target_file(targets_dir: Path, job: str) -> Path:
@@ -72,11 +55,10 @@ def write_target(targets_dir: Path, job: str, address: str, target_labels: dict[
     tmp.replace(path)
 
 
-def start(binary: Path, root: Path, port: int, log: Path,
-          pods_of: tuple[Path, str] | None = None) -> subprocess.Popen[bytes]:
+def start(binary: Path, root: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     targets = root / "targets"
     targets.mkdir(parents=True, exist_ok=True)
-    (root / "prometheus.yml").write_text(yaml.safe_dump(config(targets, pods_of=pods_of)))
+    (root / "prometheus.yml").write_text(yaml.safe_dump(config(targets)))
     with log.open("ab") as out:
         return subprocess.Popen(
             [

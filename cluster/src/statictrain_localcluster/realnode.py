@@ -191,11 +191,12 @@ class RealNode:
 
     # ---- start ------------------------------------------------------------------
     def start(self, cluster: str, kubeconfig: Path, bin_dir: Path, kubectl: Callable[..., Any], *,
-              busybox: str, images_root: Path, timeout_s: float) -> NodeConfig:
+              busybox: str, images_root: Path, client_ca: Path, timeout_s: float) -> NodeConfig:
         """Start every part; on any failure stop what was started and raise NodeError.
 
         ``busybox`` is the sandbox and helper image; ``images_root`` a containerd root
-        holding the node's images (``image_store``), hard-linked into this node's own."""
+        holding the node's images (``image_store``), hard-linked into this node's own;
+        ``client_ca`` the CA whose client certificates the kubelet accepts (the API server's)."""
         self.root.mkdir(parents=True, exist_ok=True)
         cfg = NodeConfig(cluster=cluster, root=str(self.root), subnet=nodeconfig.pick_subnet(subnets_in_use()),
                          kubelet_port=procs.free_port(), kubelet_healthz_port=procs.free_port(),
@@ -206,7 +207,7 @@ class RealNode:
             self._bridge(cfg)
             _link_tree(images_root, cfg.path("containerd", "root"))
             self._start_containerd(cfg, timeout_s)
-            self._start_kubelet(cfg, kubeconfig, bin_dir, timeout_s, kubectl)
+            self._start_kubelet(cfg, kubeconfig, bin_dir, client_ca=client_ca, timeout_s=timeout_s, kubectl=kubectl)
             self._start_coredns(cfg, kubeconfig, bin_dir)
             self._start_localpath(cfg, kubeconfig, bin_dir, kubectl)
         except BaseException:
@@ -241,15 +242,15 @@ class RealNode:
         return _run("ctr", "--address", str(self.cfg.containerd_socket), "-n", "k8s.io", *args,
                     check=check, timeout=timeout)
 
-    def _start_kubelet(self, cfg: NodeConfig, kubeconfig: Path, bin_dir: Path, timeout_s: float,
-                       kubectl: Callable[..., Any]) -> None:
+    def _start_kubelet(self, cfg: NodeConfig, kubeconfig: Path, bin_dir: Path, *, client_ca: Path,
+                       timeout_s: float, kubectl: Callable[..., Any]) -> None:
         for d in _cgroup_dirs(cfg.cgroup_root):
             d.mkdir(parents=True, exist_ok=True)
             for name in ("cpuset.cpus", "cpuset.mems"):  # v1 cpusets start empty: inherit the root's
                 if (d / name).exists() and not (d / name).read_text().strip():
                     (d / name).write_text((d.parent / name).read_text())
         cfg.path("resolv.conf").write_text(f"nameserver {cfg.gateway}\n")
-        cfg.path("kubelet-config.yaml").write_text(yaml.safe_dump(nodeconfig.kubelet_config(cfg)))
+        cfg.path("kubelet-config.yaml").write_text(yaml.safe_dump(nodeconfig.kubelet_config(cfg, client_ca)))
         proc = self._spawn("kubelet", [
             str(bin_dir / "kubelet"),
             f"--config={cfg.path('kubelet-config.yaml')}",

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statictrain_localcluster import nodeconfig, prometheus, realnode
+from statictrain_localcluster import nodeconfig, podtargets, realnode
 from statictrain_localcluster.nodeconfig import NodeConfig
 
 
@@ -27,9 +27,10 @@ def test_two_clusters_share_no_path_port_bridge_subnet_or_cgroup() -> None:
         assert f'address = "{c.root}/containerd/containerd.sock"' in text
         assert f'Root = "{c.root}/runc"' in text
         assert "restrict_oom_score_adj = true" in text and "SystemdCgroup = false" in text
-        kubelet = nodeconfig.kubelet_config(c)
+        kubelet = nodeconfig.kubelet_config(c, Path("/pki/ca.crt"))
         assert kubelet["cgroupRoot"] == c.cgroup_root and kubelet["podLogsDir"].startswith(c.root)
         assert kubelet["clusterDNS"] == [c.gateway]
+        assert kubelet["authentication"]["anonymous"] == {"enabled": False}
 
 
 def test_pick_subnet_skips_taken_and_fails_when_full() -> None:
@@ -69,15 +70,6 @@ def test_config_round_trips_through_json() -> None:
     assert NodeConfig.from_json(c.to_json()) == c
 
 
-def test_prometheus_scrapes_metrics_ports_of_pods_on_the_real_node_only(tmp_path: Path) -> None:
-    conf: Any = prometheus.config(tmp_path, pods_of=(tmp_path / "kubeconfig", "st-test-1-node"))
-    (job,) = [j for j in conf["scrape_configs"] if j["job_name"] == "statictrain-pods"]
-    assert job["kubernetes_sd_configs"] == [{"role": "pod", "kubeconfig_file": str(tmp_path / "kubeconfig")}]
-    keep = {r["source_labels"][0]: r["regex"] for r in job["relabel_configs"] if r.get("action") == "keep"}
-    assert keep["__meta_kubernetes_pod_node_name"] == "st-test-1-node"
-    assert keep["__meta_kubernetes_pod_container_port_name"] == "metrics"
-
-
 def test_image_store_is_hard_linked_but_databases_are_copied(tmp_path: Path) -> None:
     src = tmp_path / "store"
     (src / "io.containerd.content.v1.content/blobs/sha256").mkdir(parents=True)
@@ -91,3 +83,19 @@ def test_image_store_is_hard_linked_but_databases_are_copied(tmp_path: Path) -> 
     assert (dst / blob.relative_to(src)).stat().st_ino == blob.stat().st_ino  # shared, no copy
     copied = dst / db.relative_to(src)
     assert copied.read_bytes() == b"bolt" and copied.stat().st_ino != db.stat().st_ino  # written in place: own copy
+
+
+def test_pod_targets_are_the_metrics_ports_of_running_pods() -> None:
+    def pod(name: str, phase: str, ip: str | None, deleting: bool = False) -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name, "namespace": "ns"}
+        if deleting:
+            meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        return {"metadata": meta, "status": {"phase": phase, **({"podIP": ip} if ip else {})},
+                "spec": {"initContainers": [{"name": "sidecar", "ports": [{"name": "metrics", "containerPort": 9400}]}],
+                         "containers": [{"name": "trainer",
+                                         "ports": [{"name": "rendezvous", "containerPort": 29500}]}]}}
+
+    got = podtargets.targets([pod("a", "Running", "10.99.1.5"), pod("b", "Pending", None),
+                              pod("c", "Succeeded", "10.99.1.6"), pod("d", "Running", "10.99.1.7", deleting=True)])
+    assert got == {"pod_ns_a_sidecar": ("10.99.1.5:9400", {"namespace": "ns", "pod": "a"}),
+                   "pod_ns_d_sidecar": ("10.99.1.7:9400", {"namespace": "ns", "pod": "d"})}  # a last scrape
