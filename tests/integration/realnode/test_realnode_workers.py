@@ -35,6 +35,7 @@ from .conftest import (
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
 RESUMED = re.compile(r"resumed from \S+ \(step (\d+)\)")
+TRAINING = re.compile(r"training \S+ from step \d+")
 SLOW_BATCH = {"name": "STATICTRAIN_BATCH_SIZE", "value": "1024"}
 """A bigger batch of the tiny model: slow enough (tens of ms per step) to act mid-run."""
 
@@ -128,9 +129,9 @@ def test_deleted_worker_checkpoints_in_its_grace_period_and_is_not_counted(
                          checkpoint={"everySteps": 1000}, env=[SLOW_BATCH],
                          runPolicy={"backoffLimit": 0, "terminationGracePeriodSeconds": 60}))
     folder = checkpoint_dir(kube, "evict")
-    pod = wait_for(lambda: next((p for p in pods(kube, "evict") if trainer_pids(p["metadata"]["uid"])), None),
-                   "the trainer running", timeout=240)
-    time.sleep(5)  # a few steps in; no periodic checkpoint before step 1000
+    pod = wait_for(lambda: next((p for p in pods(kube, "evict") if TRAINING.search(logs(kube, p["metadata"]["name"]))),
+                                None), "the trainer training (torch imported, its SIGTERM handler set)", timeout=300)
+    time.sleep(3)  # a few steps in; no periodic checkpoint before step 1000
     assert checkpoint_steps(folder) == []
     kube.run("delete", "pod", pod["metadata"]["name"], "--wait=false")  # SIGTERM, then the grace period
 
