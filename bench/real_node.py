@@ -38,6 +38,7 @@ from typing import Any
 import yaml
 from statictrain_localcluster import images, realnode
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
+from statictrain_localcluster.nodeconfig import REAL_NODE_TOLERATION
 from statictrain_localcluster.paths import REPO_FILES, cache_root
 
 OUT = Path(__file__).resolve().parent / "results" / "real_node.json"
@@ -122,7 +123,8 @@ def tiny_job_seconds(c: LocalCluster, ns: str, imgs: dict[str, str], runs: int) 
     c.kubectl("wait", "--for=condition=Established", "crd/statictrainingjobs.statictrain.io", "--timeout=60s")
     env = {**c.env, "STATICTRAIN_OPERATOR_NAMESPACES": ns, "STATICTRAIN_OPERATOR_PARTS": "",
            "STATICTRAIN_OPERATOR_SIDECAR_IMAGE": imgs["sidecar"], "STATICTRAIN_OPERATOR_IMAGE_PULL_POLICY": "Never",
-           "STATICTRAIN_OPERATOR_TOLERATIONS": "[]", "STATICTRAIN_OPERATOR_SCHEDULER_NAME": "default-scheduler",
+           "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps([REAL_NODE_TOLERATION]),
+           "STATICTRAIN_OPERATOR_SCHEDULER_NAME": "default-scheduler",
            "STATICTRAIN_OPERATOR_NODE_SELECTOR": json.dumps({"kubernetes.io/hostname": c.state.real_node}),
            "STATICTRAIN_OPERATOR_OWN_METRICS_PORT": "0", "STATICTRAIN_OPERATOR_REQUEUE_S": "0.5"}
     exe = Path(sys.executable).parent / "statictrain-operator"

@@ -31,7 +31,7 @@ from statictrain import labels
 
 from statictrain_localcluster import procs
 from statictrain_localcluster.cluster import REPO_FILES, ClusterError, LocalCluster, build_binaries
-from statictrain_localcluster.nodeconfig import REAL_NODE_LABEL
+from statictrain_localcluster.nodeconfig import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 from statictrain_localcluster.workers import LocalWorkers
 
 RELEASE, SYSTEM_NS = "statictrain", "statictrain-system"
@@ -63,7 +63,7 @@ def demo_jobs(steps: int, trainer_image: str | None = None) -> list[DemoJob]:
                 {"image": trainer_image, "replicas": 1, "training": {"maxSteps": steps},
                  "checkpoint": {"everySteps": max(steps // 2, 1)},
                  "resources": {"gpusPerReplica": 0, "cpu": "500m", "memory": "2Gi"},
-                 "placement": {"nodeSelector": {REAL_NODE_LABEL: "true"}}})]
+                 "placement": {"nodeSelector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION]}})]
     small = {"entrypoint": "statictrain_trainer.examples.gpt2:build_small", "replicas": 1,
              "training": {"maxSteps": steps}, "checkpoint": {"everySteps": max(steps // 2, 1)},
              "compile": {"mode": "default", "cache": True}}

@@ -18,6 +18,10 @@ from typing import Any
 CNI_BIN_DIR = "/usr/lib/cni"  # Debian's containernetworking-plugins
 SUBNET_POOL = ipaddress.ip_network("10.99.0.0/16")  # one /24 per cluster, inside this machine only
 REAL_NODE_LABEL = "statictrain.io/real-node"
+REAL_NODE_TAINT = {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}
+"""Only pods that ask for the real node land there (tolerate it and select its label): pods of
+other tests keep going to kwok nodes, and nothing tries to pull an image from the internet."""
+REAL_NODE_TOLERATION = {"key": REAL_NODE_LABEL, "operator": "Exists", "effect": "NoSchedule"}
 LOCAL_PATH_NAMESPACE = "local-path-storage"
 LOCAL_PATH_PROVISIONER = "statictrain.local/local-path"
 STORAGE_CLASS = "statictrain-local"

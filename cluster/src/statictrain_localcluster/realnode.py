@@ -260,6 +260,7 @@ class RealNode:
             f"--hostname-override={cfg.node_name}",
             f"--node-ip={cfg.gateway}",
             f"--node-labels={nodeconfig.REAL_NODE_LABEL}=true",
+            "--register-with-taints={key}={value}:{effect}".format(**nodeconfig.REAL_NODE_TAINT),
             "--v=1",
         ])
 

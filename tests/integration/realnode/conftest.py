@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from statictrain import labels
 from statictrain_localcluster.cluster import ClusterError, LocalCluster
+from statictrain_localcluster.nodeconfig import REAL_NODE_TOLERATION
 
 from ..operator.conftest import Kube, crd, kube, make_operator, pytest_runtest_makereport, stj, wait_for
 
@@ -60,7 +61,7 @@ def node_operator(make_operator: Any, images: dict[str, str], real_node: str, cl
         parts="cost",
         sidecar_image=images["sidecar"],
         image_pull_policy="Never",
-        tolerations=[],
+        tolerations=[REAL_NODE_TOLERATION],
         node_selector={"kubernetes.io/hostname": real_node},
         scheduler_name="default-scheduler",
         checkpoint_volume_size="1Gi",
