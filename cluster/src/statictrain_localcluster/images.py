@@ -40,6 +40,8 @@ BASE_PACKAGES = ("python3", "python3-venv", "python3-dev", "ca-certificates", "p
 """Debian packages of the base image (python3-dev: headers for triton and inductor's C++ builds)."""
 _SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 HOST_BUILD_FILES = ("/etc/pip.conf", "/etc/ssl/certs/ca-certificates.crt")
+KEEP_BUILDS = 3
+"""Builds of one target kept (several worktrees may build different sources at once)."""
 
 
 class ImageError(RuntimeError):
@@ -192,7 +194,17 @@ def build_target(target: str, base: str, log: Any = None, repo: Path = REPO_FILE
     host = [f"--volume={p}:{p}:ro" for p in HOST_BUILD_FILES if Path(p).exists()]
     buildah("bud", "--layers", "--network", "host", *host, "--target", target,
             "--build-arg", f"PYTHON_IMAGE={base}", "-t", image, "-f", str(repo / "Dockerfile"), str(repo), log=log)
-    return Build(image, time.monotonic() - t0, True)
+    seconds = time.monotonic() - t0
+    _prune(f"{REGISTRY}/{target}:")
+    return Build(image, seconds, True)
+
+
+def _prune(prefix: str, keep: int = KEEP_BUILDS) -> None:
+    """Remove all but the newest ``keep`` images named ``prefix...`` (shared layers stay)."""
+    found = [(i["created"], n) for i in json.loads(buildah("images", "--json").stdout or "[]")
+             for n in i.get("names") or [] if n.startswith(prefix)]
+    for _, name in sorted(found)[:-keep]:
+        subprocess.run(["buildah", *_storage(), "rmi", name], capture_output=True, check=False)
 
 
 NODE_TARGETS = ("trainer", "sidecar")
