@@ -99,3 +99,9 @@ def test_pod_targets_are_the_metrics_ports_of_running_pods() -> None:
                               pod("c", "Succeeded", "10.99.1.6"), pod("d", "Running", "10.99.1.7", deleting=True)])
     assert got == {"pod_ns_a_sidecar": ("10.99.1.5:9400", {"namespace": "ns", "pod": "a"}),
                    "pod_ns_d_sidecar": ("10.99.1.7:9400", {"namespace": "ns", "pod": "d"})}  # a last scrape
+
+
+def test_missing_packages_are_named_with_the_command_that_installs_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(realnode, "_have", lambda thing: not thing.endswith(("runc", "buildah")))
+    problems = realnode.missing_prerequisites()
+    assert problems and "apt-get install -y buildah runc" in problems[0], problems
