@@ -17,7 +17,10 @@ PYTEST_ARGS ?=
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-setup: $(STAMP) system-deps cluster-build images ## Everything a fresh machine needs (venv, Debian packages, cluster binaries, images)
+# The image builds (mostly download, unpack and disk) run beside the Go builds (CPU).
+setup: $(STAMP) system-deps ## Everything a fresh machine needs (venv, Debian packages, cluster binaries, images)
+	@$(MAKE) --no-print-directory images & images=$$!; \
+	$(MAKE) --no-print-directory cluster-build || { wait $$images; exit 1; }; wait $$images
 
 # Prometheus; the real node's runtime (containerd, runc, CNI plugins, iproute2), image
 # builder (buildah, debootstrap for the offline base image) and sandbox image (busybox-static).
