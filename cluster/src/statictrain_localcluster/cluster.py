@@ -283,6 +283,7 @@ class LocalCluster:
             t0 = time.monotonic()
             cfg = node.start(self.name, self.kubeconfig, node_bin, self.kubectl, busybox=built["busybox"],
                              images_root=store, client_ca=self.pki_dir / "ca.crt", timeout_s=timeout_s)
+            self._children += node.procs  # reaped in stop()
             self.state.node_join_s = round(time.monotonic() - t0, 2)
             self.state.real_node = cfg.node_name
             self.state.images = built

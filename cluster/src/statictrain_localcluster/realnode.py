@@ -142,6 +142,7 @@ def image_store(key: str, store_root: Path, load: Callable[[Callable[..., Any]],
         load(node.ctr)
         pids = procs.pids_mentioning(str(tmp))
         procs.terminate(pids, grace_s=30)
+        node._reap()
         for point in _mounts_under(tmp):
             _run("umount", "-l", point, check=False)
         keep_root = tmp / "containerd" / "root"
@@ -154,6 +155,7 @@ def image_store(key: str, store_root: Path, load: Callable[[Callable[..., Any]],
     finally:
         if tmp.exists():
             procs.terminate(procs.pids_mentioning(str(tmp)), grace_s=10)
+            node._reap()
             shutil.rmtree(tmp, ignore_errors=True)
     for old in _stores(store_root)[:-keep]:
         if old != final:
@@ -185,6 +187,8 @@ class RealNode:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.cfg: NodeConfig | None = None
+        self.procs: list[subprocess.Popen[bytes]] = []
+        """Processes this object started (the owner reaps them; ``stop`` does too)."""
         path = root / "node.json"
         if path.exists():
             self.cfg = NodeConfig.from_json(path.read_text())
@@ -217,8 +221,10 @@ class RealNode:
 
     def _spawn(self, name: str, cmd: list[str], env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
         with (self.root / f"{name}.log").open("ab") as out:
-            return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                     env={**os.environ, **(env or {})})
+        self.procs.append(proc)
+        return proc
 
     def _bridge(self, cfg: NodeConfig) -> None:
         """The bridge with the gateway address exists before anything binds to it."""
@@ -331,7 +337,14 @@ class RealNode:
                     top.rmdir()
         _run("ip", "link", "del", cfg.bridge, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+        self._reap()
         self.cfg = None
+
+    def _reap(self) -> None:
+        for proc in self.procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=10)
+        self.procs.clear()
 
     @staticmethod
     def _cgroup_pids(cfg: NodeConfig) -> list[int]:
