@@ -10,7 +10,15 @@
 #
 # The base is pinned to an exact Python patch release and Debian suite; pin the
 # digest too (PYTHON_IMAGE=python:3.11.13-slim-bookworm@sha256:...) in release builds.
+# Any Debian-based image with python (3.11), python -m venv, apt-get and
+# groupadd/useradd works: the local cluster builds on one it makes offline from
+# Debian packages (statictrain_localcluster.images).
+#
+# The trainer is two layers on the runtime base: `torch` (torch, numpy and a C
+# compiler for torch.compile, the same for every commit: built once per
+# TORCH_VERSION and cached) and the project's own packages (small, per commit).
 ARG PYTHON_IMAGE=python:3.11.13-slim-bookworm
+ARG TORCH_VERSION=2.15.0
 
 # ---------------------------------------------------------------- build stages
 FROM ${PYTHON_IMAGE} AS build
@@ -26,10 +34,6 @@ RUN /opt/venv/bin/pip install --no-cache-dir ./core ./operator
 FROM build AS build-sidecar
 COPY sidecar/ sidecar/
 RUN /opt/venv/bin/pip install --no-cache-dir ./core ./sidecar
-
-FROM build AS build-trainer
-COPY trainer/ trainer/
-RUN /opt/venv/bin/pip install --no-cache-dir ./core ./trainer
 
 FROM build AS build-extender
 COPY extender/ extender/
@@ -55,11 +59,22 @@ USER 10001:10001
 EXPOSE 9400
 ENTRYPOINT ["statictrain-sidecar"]
 
-FROM runtime AS trainer
-COPY --from=build-trainer /opt/venv /opt/venv
+# torch.compile needs a C/C++ compiler at run time (inductor's CPU kernels, triton's launchers).
+FROM runtime AS torch
+ARG TORCH_VERSION
+ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends gcc g++ libc6-dev \
+ && rm -rf /var/lib/apt/lists/*
+RUN python -m venv /opt/venv && /opt/venv/bin/pip install "torch==${TORCH_VERSION}" "numpy>=1.24"
+
+FROM torch AS trainer
+COPY core/ /src/core/
+COPY trainer/ /src/trainer/
+RUN /opt/venv/bin/pip install /src/core /src/trainer && rm -rf /src
 USER 10001:10001
-# The operator runs: torchrun --module statictrain_trainer.main (with PET_* from the pod env).
-ENTRYPOINT ["torchrun", "--module", "statictrain_trainer.main"]
+# The operator runs: statictrain-launch --module statictrain_trainer.main (torchrun's agent,
+# flags from PET_* in the pod env; exits with the failing worker's own code).
+ENTRYPOINT ["statictrain-launch", "--module", "statictrain_trainer.main"]
 
 FROM runtime AS extender
 COPY --from=build-extender /opt/venv /opt/venv

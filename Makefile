@@ -17,14 +17,22 @@ PYTEST_ARGS ?=
 help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
-setup: $(STAMP) system-deps cluster-build ## Everything a fresh machine needs (venv, Prometheus, control-plane binaries)
+# The image builds (mostly download, unpack and disk) run beside the Go builds (CPU).
+setup: $(STAMP) system-deps ## Everything a fresh machine needs (venv, Debian packages, cluster binaries, images)
+	@$(MAKE) --no-print-directory images & images=$$!; \
+	$(MAKE) --no-print-directory cluster-build || { wait $$images; exit 1; }; wait $$images
 
-system-deps: ## Install Debian's Prometheus if it is missing (needs root or sudo)
-	@command -v prometheus >/dev/null || [ -x /usr/bin/prometheus ] || { \
-	  echo "installing Debian's prometheus"; \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; \
-	  else sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus >/dev/null; fi; }
-	@command -v go >/dev/null || { echo "Go >= 1.24 is required to build the control plane: https://go.dev/dl" >&2; exit 1; }
+# Prometheus; the real node's runtime (containerd, runc, CNI plugins, iproute2), image
+# builder (buildah, debootstrap for the offline base image) and sandbox image (busybox-static).
+DEBIAN_PACKAGES := prometheus containerd runc containernetworking-plugins iproute2 buildah debootstrap busybox-static
+
+system-deps: ## Install the Debian packages that are missing (needs root or sudo)
+	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages: $$missing"; \
+	  sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+	@command -v go >/dev/null || { echo "Go >= 1.25 is required to build the local cluster: https://go.dev/dl" >&2; exit 1; }
 
 $(STAMP): requirements-dev.txt $(addsuffix /pyproject.toml,$(DISTS))
 	@command -v $(PY) >/dev/null || { echo "$(PY) not found: install Python 3.11 (or run make PY=python3.X)" >&2; exit 1; }
@@ -35,8 +43,12 @@ $(STAMP): requirements-dev.txt $(addsuffix /pyproject.toml,$(DISTS))
 
 dev: $(STAMP) ## Create .venv with every distribution installed editable
 
-cluster-build: ## Build (once, cached) kube-apiserver, etcd, scheduler, controller-manager, kubectl, kwok, helm
+cluster-build: ## Build (once, cached) the control plane, kwok, helm, and the real node's kubelet, CoreDNS, local-path provisioner
 	@bash cluster/src/statictrain_localcluster/build-binaries.sh >/dev/null
+	@bash cluster/src/statictrain_localcluster/build-node.sh >/dev/null
+
+images: $(STAMP) system-deps ## Build (cached) the real node's images (Dockerfile trainer, sidecar; busybox) and image store
+	$(BIN)/python -m statictrain_localcluster.images
 
 cluster-up: setup ## Start the local cluster (real control plane, kwok GPU nodes, Prometheus)
 	$(BIN)/statictrain-cluster start
@@ -62,4 +74,4 @@ lint: $(STAMP) ## ruff, mypy and the import-layer contracts
 demo: setup ## The whole loop on a local cluster: operator, training, cost report
 	$(BIN)/python -m statictrain_localcluster.demo
 
-.PHONY: help setup system-deps dev cluster-build cluster-up cluster-down cluster-status test test-unit lint demo
+.PHONY: help setup system-deps dev cluster-build images cluster-up cluster-down cluster-status test test-unit lint demo

@@ -27,9 +27,9 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
     args = demo.parse(["--name", f"st-e2e-{os.getpid()}", "--steps", "60", "--timeout", "900", "--poll", "10",
                        "--settle", "15", "--out", str(out)])
     d = demo.Demo(args)
-    jobs = demo.demo_jobs(args.steps)
     with demo.running(d):
         d.start_cluster()
+        jobs = demo.demo_jobs(args.steps, d.images.get("trainer"))
         d.install_chart()
         d.start_operator()
         d.apply_jobs(jobs)
@@ -38,25 +38,33 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
         yield d, items, report
 
 
-def test_every_job_succeeds(finished: Finished) -> None:
-    _, items, _ = finished
-    assert sorted(i["metadata"]["name"] for i in items) == ["gpt2-a10g-ddp", "gpt2-h100", "gpt2-l4"]
+GPU_JOBS = ["gpt2-a10g-ddp", "gpt2-h100", "gpt2-l4"]
+
+
+def test_every_job_succeeds_one_in_real_containers(finished: Finished) -> None:
+    d, items, _ = finished
+    assert sorted(i["metadata"]["name"] for i in items) == sorted([*GPU_JOBS, demo.REAL_NODE_JOB])
     for item in items:
         assert item["status"]["phase"] == "Succeeded", json.dumps(item["status"], indent=1)
+    pods = json.loads(d.cluster.kubectl("get", "pods", "-n", "team-nlp", "-l",
+                                        f"statictrain.io/job={demo.REAL_NODE_JOB}", "-o", "json").stdout)["items"]
+    assert pods and all(p["spec"]["nodeName"] == d.cluster.state.real_node for p in pods)
+    assert all(p["status"]["phase"] == "Succeeded" for p in pods)  # completed by the kubelet, not the harness
 
 
-def test_jobs_cost_money(finished: Finished) -> None:
+def test_gpu_jobs_cost_money(finished: Finished) -> None:
     _, items, _ = finished
     for item in items:
-        assert Decimal(item["status"]["cost"]["usd"]) > 0, item["metadata"]["name"]
+        if item["metadata"]["name"] in GPU_JOBS:
+            assert Decimal(item["status"]["cost"]["usd"]) > 0, item["metadata"]["name"]
 
 
 def test_report_lists_both_namespaces_and_commits(
         finished: Finished) -> None:
     _, _, report = finished
-    rows = report["rows"]
+    rows = [r for r in report["rows"] if r["job_name"] in GPU_JOBS]  # the CPU job uses no priced GPU
     assert {r["namespace"] for r in rows} == {"team-nlp", "team-vision"}
-    assert {r["job_name"] for r in rows} == {"gpt2-a10g-ddp", "gpt2-h100", "gpt2-l4"}
+    assert {r["job_name"] for r in rows} == set(GPU_JOBS)
     assert all(Decimal(r["usd"]) > 0 for r in rows)
     assert all(int(r["tokens"]) > 0 and r["usd_per_1m_tokens"] for r in rows), rows
     by_commit = d_report(finished[0], "commit")

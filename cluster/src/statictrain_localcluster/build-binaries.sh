@@ -9,47 +9,25 @@ ETCD_VERSION=${ETCD_VERSION:-v3.6.16}
 KWOK_VERSION=${KWOK_VERSION:-v0.7.0}
 HELM_VERSION=${HELM_VERSION:-v3.19.5}
 
-cache_root=${STATICTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/statictrain}
+name=build-binaries
 key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_$(go env GOOS 2>/dev/null || echo linux)-$(go env GOARCH 2>/dev/null || echo amd64)"
-bin="$cache_root/$key/bin"
 want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl helm)
-
-die() { echo "build-binaries: $*" >&2; exit 1; }
-have_all() { for b in "${want[@]}"; do [ -x "$bin/$b" ] || return 1; done; }
-
-if have_all; then echo "$bin"; exit 0; fi
-command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.24 (https://go.dev/dl or apt-get install golang-go) and re-run"
-
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
-export GOPROXY=${STATICTRAIN_GOPROXY:-https://proxy.golang.org}   # no 'direct': a missing module fails fast
+# shellcheck source=build-lib.sh
+. "$(dirname "$0")/build-lib.sh"
 work="$cache_root/$key/src"
 mkdir -p "$bin" "$work"
-log="$cache_root/$key/build.log"
-: >"$log"
-started=$(date +%s)
-step() { echo "build-binaries: $1 (log: $log)" >&2; }
-run() { "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "failed: $* (full log: $log)"; }; }
 
 # --- kubernetes: a tools module that requires k8s.io/kubernetes and replaces every
 # staging module with its published v0.x twin (the same trick scheduler-plugins uses).
 if [ ! -x "$bin/kubectl" ] || [ ! -x "$bin/kube-apiserver" ] || [ ! -x "$bin/kube-scheduler" ] || [ ! -x "$bin/kube-controller-manager" ]; then
   step "kubernetes $K8S_VERSION"
   d="$work/k8s"; rm -rf "$d"; mkdir -p "$d"
-  gomod=$(cd "$d" && go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
-  [ -f "$gomod" ] || die "could not download k8s.io/kubernetes@$K8S_VERSION from $GOPROXY"
+  k8s_tools_module "$d" "$K8S_VERSION"
   staging="v0.${K8S_VERSION#v1.}"
-  {
-    echo "module statictrain.local/k8stools"; echo; echo "go 1.24"; echo
-    echo "require k8s.io/kubernetes $K8S_VERSION"; echo
-    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$gomod" | awk '{print "replace " $1 " => " $1 " '"$staging"'"}'
-  } >"$d/go.mod"
   (cd "$d" && run go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
       "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
       "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubectl@$staging" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION")
-  minor=$(echo "$K8S_VERSION" | cut -d. -f2)
-  v=k8s.io/component-base/version
-  ld="-s -w -X $v.gitVersion=$K8S_VERSION -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean -X $v.buildDate=1970-01-01T00:00:00Z"
-  ld="$ld -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  ld=$(k8s_ldflags "$K8S_VERSION")
   (cd "$d" && run go build -trimpath -ldflags "$ld" -o "$bin/" k8s.io/kubernetes/cmd/kube-apiserver \
       k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl)
 fi

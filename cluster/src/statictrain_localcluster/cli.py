@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--scheduler-config", type=Path, help="KubeSchedulerConfiguration with EXTENDER_PORT")
             p.add_argument("--prometheus-port", type=int, help="default: a free port")
             p.add_argument("--timeout", type=float, default=180)
+            p.add_argument("--no-real-node", action="store_true",
+                           help="kwok nodes only (default: a real node joins too when this machine can run one)")
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -32,8 +34,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "start":
             t0 = time.monotonic()
             bin_dir = build_binaries(log=sys.stderr)
-            cluster.start(bin_dir, args.prometheus_port, args.timeout, log=sys.stderr)
+            cluster.start(bin_dir, args.prometheus_port, args.timeout, log=sys.stderr, real_node=not args.no_real_node)
             print(f"cluster {args.name!r} ready in {time.monotonic() - t0:.1f}s", file=sys.stderr)
+            if cluster.state.real_node:
+                print(f"# real node: {cluster.state.real_node} (pods in real containers)")
             print(f"export KUBECONFIG={cluster.kubeconfig} PATH={bin_dir}:$PATH")
             print(f"# Prometheus: {cluster.prometheus_url}   extender port: {cluster.extender_port}")
         elif args.command == "stop":

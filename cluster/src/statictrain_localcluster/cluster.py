@@ -4,8 +4,11 @@ kube-apiserver, etcd, kube-controller-manager and kube-scheduler are the real
 binaries (built by build-binaries.sh); kwok fakes only the nodes and the pod
 lifecycle; Prometheus is Debian's. kwokctl's binary runtime runs the control
 plane as local processes; this module adds the node pool, the statictrain
-scheduler profile and Prometheus, and tears everything down on stop or on a
-failed start.
+scheduler profile, Prometheus and (by default) a real node - kubelet,
+containerd, runc, a CNI bridge, CoreDNS and a volume provisioner (realnode.py) -
+and tears everything down on stop or on a failed start. When this machine
+cannot run a real node (a package or kernel feature missing), the cluster says
+which and how to get it, and starts with kwok nodes only.
 """
 
 from __future__ import annotations
@@ -15,43 +18,38 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from statictrain_localcluster import nodepool, procs, prometheus
+from statictrain_localcluster import images, nodepool, procs, prometheus, realnode
+from statictrain_localcluster.paths import REPO_FILES, cache_root
 
-REPO_FILES = Path(__file__).resolve().parents[3]  # the repository root in a development install
+__all__ = ["REPO_FILES", "ClusterError", "LocalCluster", "State", "build_binaries", "cache_root", "state_dir"]
 
 
 class ClusterError(RuntimeError):
     """The cluster could not be started or reached; the message says what to do."""
 
 
-def cache_root() -> Path:
-    env = os.environ.get("STATICTRAIN_CACHE")
-    if env:
-        return Path(env)
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "statictrain"
-
-
 def state_dir(name: str) -> Path:
     return cache_root() / "clusters" / name
 
 
-def build_binaries(log: Any = None) -> Path:
-    """Build (or find cached) control-plane binaries; return the bin folder."""
-    script = resources.files("statictrain_localcluster") / "build-binaries.sh"
-    if not shutil.which("go") and not shutil.which("bash"):
-        raise ClusterError("bash is needed to build the control plane")
-    proc = subprocess.run(["bash", str(script)], stdout=subprocess.PIPE, stderr=log, text=True, check=False)
+def build_binaries(log: Any = None, script: str = "build-binaries.sh") -> Path:
+    """Build (or find cached) control-plane binaries (or the node's: build-node.sh); return the bin folder."""
+    path = resources.files("statictrain_localcluster") / script
+    if not shutil.which("bash"):
+        raise ClusterError("bash is needed to build the local cluster's binaries")
+    proc = subprocess.run(["bash", str(path)], stdout=subprocess.PIPE, stderr=log, text=True, check=False)
     if proc.returncode != 0:
-        raise ClusterError("building the control-plane binaries failed (see the messages above); "
-                           "fix the cause and run 'make cluster-build' again")
+        raise ClusterError(f"{script} failed (see the messages above); fix the cause and run "
+                           "'make cluster-build' again")
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
@@ -63,6 +61,14 @@ class State:
     extender_port: int
     prometheus_pid: int = 0
     started: float = 0.0
+    real_node: str = ""
+    """Name of the real node when it runs."""
+    real_node_problem: str = ""
+    """Why there is no real node (asked for but not possible here)."""
+    node_join_s: float = 0.0
+    """Seconds from starting the node's parts to the node being Ready."""
+    images: dict[str, str] = field(default_factory=dict)
+    """Images in the real node's containerd, by Dockerfile target (and "busybox")."""
 
 
 class LocalCluster:
@@ -94,6 +100,11 @@ class LocalCluster:
     @property
     def bin_dir(self) -> Path:
         return Path(self.state.bin_dir)
+
+    @property
+    def pki_dir(self) -> Path:
+        """kwokctl's certificates of this cluster (ca.crt, admin.crt, admin.key)."""
+        return self.root / "kwok" / "clusters" / self.name / "pki"
 
     @property
     def prometheus_url(self) -> str:
@@ -140,8 +151,11 @@ class LocalCluster:
 
     # ---- lifecycle -----------------------------------------------------------
     def start(self, bin_dir: Path, prometheus_port: int | None = None, timeout_s: float = 180,
-              log: Any = None) -> None:
-        """Start everything or nothing: on any failure, what was started is stopped."""
+              log: Any = None, real_node: bool = True) -> None:
+        """Start everything or nothing: on any failure, what was started is stopped.
+
+        With ``real_node`` a real node joins too when this machine can run one;
+        otherwise the reason is logged and kept in the state (``real_node_problem``)."""
         pools = self._read_nodepool()
         prom_bin = self._check_prerequisites(bin_dir, prometheus_port)
         if (self.root / "state.json").exists():
@@ -157,6 +171,8 @@ class LocalCluster:
             self._start_control_plane(timeout_s, log)
             self._create_nodes(pools, timeout_s)
             self._start_prometheus(prom_bin)
+            if real_node:
+                self._start_real_node(timeout_s, log)
         except BaseException:
             self.stop()
             raise
@@ -191,7 +207,16 @@ class LocalCluster:
         (self.root / "kube-scheduler-config.yaml").write_text(sched)
         package = resources.files("statictrain_localcluster")
         (self.root / "kwok-config.yaml").write_text((package / "stages.yaml").read_text())
-        (self.root / "kwokctl-config.yaml").write_text((package / "kwokctl.yaml").read_text())
+        kwokctl = yaml.safe_load((package / "kwokctl.yaml").read_text())
+        # The API server reaches the real node's kubelet (logs, exec) by its address, with a
+        # client certificate the kubelet trusts (kwokctl's CA, see realnode.py).
+        pki = self.pki_dir
+        kwokctl["componentsPatches"].append({"name": "kube-apiserver", "extraArgs": [
+            {"key": "kubelet-preferred-address-types", "value": "InternalIP,Hostname"},
+            {"key": "kubelet-client-certificate", "value": str(pki / "admin.crt")},
+            {"key": "kubelet-client-key", "value": str(pki / "admin.key")},
+        ]})
+        (self.root / "kwokctl-config.yaml").write_text(yaml.safe_dump(kwokctl))
         b = self.bin_dir
         cmd = [
             str(b / "kwokctl"), "create", "cluster", "--name", self.name, "--runtime", "binary",
@@ -239,6 +264,58 @@ class LocalCluster:
         except (RuntimeError, TimeoutError) as e:
             raise ClusterError(f"{e}; log: {self.root / 'prometheus.log'}") from None
 
+    # ---- the real node ---------------------------------------------------------
+    def _start_real_node(self, timeout_s: float, log: Any) -> None:
+        """Join a real node, or say why not and go on with kwok nodes only (never half a node)."""
+        problems = realnode.missing_prerequisites()
+        if problems:
+            self.state.real_node_problem = "; ".join(problems)
+            print(f"statictrain-cluster: no real node: {self.state.real_node_problem}. "
+                  "Starting with kwok nodes only.", file=log or sys.stderr, flush=True)
+            self._save()
+            return
+        node = realnode.RealNode(self.root / "node")
+        try:
+            node_bin = build_binaries(log, "build-node.sh")
+            built = images.node_images(log)
+            store = realnode.image_store(images.store_key(built), cache_root() / "containerd-images",
+                                         lambda ctr: [images.load(ctr, i) for i in built.values()])
+            t0 = time.monotonic()
+            cfg = node.start(self.name, self.kubeconfig, node_bin, self.kubectl, busybox=built["busybox"],
+                             images_root=store, client_ca=self.pki_dir / "ca.crt", timeout_s=timeout_s)
+            self._children += node.procs  # reaped in stop()
+            self.state.node_join_s = round(time.monotonic() - t0, 2)
+            self.state.real_node = cfg.node_name
+            self.state.images = built
+            self._start_pod_targets(cfg.node_name)
+        except (realnode.NodeError, images.ImageError, ClusterError, OSError) as e:
+            self.state.real_node_problem = str(e)
+            print(f"statictrain-cluster: the real node did not start: {e}. Going on with kwok nodes only.",
+                  file=log or sys.stderr, flush=True)
+        self._save()
+
+    def _start_pod_targets(self, node: str) -> None:
+        """Prometheus scrapes the node's pods (metrics ports) through file_sd targets kept by podtargets.py."""
+        with (self.root / "podtargets.log").open("ab") as out:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "statictrain_localcluster.podtargets", "--kubectl",
+                 str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), "--node", node,
+                 "--targets", str(self.root / "prometheus/targets")],
+                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self._children.append(proc)
+
+    def node(self) -> realnode.RealNode:
+        """The running real node; ClusterError with the reason when there is none."""
+        if not self.state.real_node:
+            why = self.state.real_node_problem or "the cluster was started without one (--no-real-node)"
+            raise ClusterError(f"cluster {self.name!r} has no real node: {why}")
+        return realnode.RealNode(self.root / "node")
+
+    def node_images(self) -> dict[str, str]:
+        """The images the real node started with: Dockerfile targets (trainer, sidecar) and busybox."""
+        self.node()
+        return dict(self.state.images)
+
     def running(self) -> bool:
         try:
             return self.kubectl("get", "--raw", "/readyz", check=False, timeout=10).returncode == 0
@@ -249,6 +326,9 @@ class LocalCluster:
         """Stop every process of this cluster and remove its state; safe to call twice."""
         if not self.root.exists():
             return
+        # The real node first: its pods' processes, mounts, namespaces and bridge.
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            realnode.RealNode(self.root / "node").stop()
         with contextlib.suppress(ClusterError, OSError, subprocess.TimeoutExpired, TypeError):
             bin_dir = self.bin_dir
             subprocess.run([str(bin_dir / "kwokctl"), "delete", "cluster", "--name", self.name],

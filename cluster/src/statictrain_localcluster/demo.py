@@ -1,6 +1,8 @@
 """The demo: a local control plane, the chart installed with Helm, the operator,
-real (CPU) training in local workers, metrics in Prometheus, cost in
-``kubectl get stj``, and a cost report. ``make demo`` runs it; the e2e test runs
+real (CPU) training, metrics in Prometheus, cost in ``kubectl get stj``, and a
+cost report. One job runs in real containers (the images built from the
+Dockerfile) on the cluster's real node; the GPU-shaped jobs run on kwok nodes,
+whose pods the local-worker harness runs as local processes. ``make demo`` runs it; the e2e test runs
 the same flow with smaller numbers.
 
     python -m statictrain_localcluster.demo [--keep] [--steps N] [--out DIR]
@@ -29,6 +31,7 @@ from statictrain import labels
 
 from statictrain_localcluster import procs
 from statictrain_localcluster.cluster import REPO_FILES, ClusterError, LocalCluster, build_binaries
+from statictrain_localcluster.nodeconfig import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 from statictrain_localcluster.workers import LocalWorkers
 
 RELEASE, SYSTEM_NS = "statictrain", "statictrain-system"
@@ -48,9 +51,19 @@ class DemoJob:
     overrides: dict[str, Any] = field(default_factory=dict)
 
 
-def demo_jobs(steps: int) -> list[DemoJob]:
+REAL_NODE_JOB = "tiny-real-node"
+
+
+def demo_jobs(steps: int, trainer_image: str | None = None) -> list[DemoJob]:
     """Two namespaces, two commits, three GPU models; a GPT-2-shaped model small
-    enough that a 2-core machine trains all jobs (one with 2-worker DDP) in minutes."""
+    enough that a 2-core machine trains all jobs (one with 2-worker DDP) in minutes.
+    With ``trainer_image``, one more CPU job in that image on the real node."""
+    real = [] if trainer_image is None else [
+        DemoJob("tiny-cpu.yaml", REAL_NODE_JOB, "team-nlp", "a1b2c3d", "nlp",
+                {"image": trainer_image, "replicas": 1, "training": {"maxSteps": steps},
+                 "checkpoint": {"everySteps": max(steps // 2, 1)},
+                 "resources": {"gpusPerReplica": 0, "cpu": "500m", "memory": "2Gi"},
+                 "placement": {"nodeSelector": {REAL_NODE_LABEL: "true"}, "tolerations": [REAL_NODE_TOLERATION]}})]
     small = {"entrypoint": "statictrain_trainer.examples.gpt2:build_small", "replicas": 1,
              "training": {"maxSteps": steps}, "checkpoint": {"everySteps": max(steps // 2, 1)},
              "compile": {"mode": "default", "cache": True}}
@@ -61,6 +74,7 @@ def demo_jobs(steps: int) -> list[DemoJob]:
                 {**small, "resources": {"gpusPerReplica": 1, "gpuModels": ["L4"]}}),
         DemoJob("tiny-cpu.yaml", "gpt2-a10g-ddp", "team-vision", "a1b2c3d", "vision",
                 {**small, "replicas": 2, "resources": {"gpusPerReplica": 1, "gpuModels": ["A10G"]}}),
+        *real,
     ]
 
 
@@ -85,6 +99,7 @@ class Demo:
         self.out = Path(args.out).resolve()
         self.procs: list[subprocess.Popen[bytes]] = []
         self.workers: LocalWorkers | None = None
+        self.images: dict[str, str] = {}
         self.started_at = datetime.now(UTC)
 
     # -- steps -----------------------------------------------------------------
@@ -98,6 +113,12 @@ class Demo:
         t0 = time.monotonic()
         self.cluster.start(bin_dir, log=subprocess.DEVNULL)
         say(f"cluster ready in {time.monotonic() - t0:.1f}s")
+        if self.cluster.state.real_node:
+            self.images = self.cluster.node_images()
+            say(f"real node {self.cluster.state.real_node} joined with the images built from the Dockerfile: "
+                + ", ".join(self.images.values()))
+        else:
+            say(f"no real node ({self.cluster.state.real_node_problem}): every job runs in local workers")
         print(self.cluster.kubectl("get", "nodes", "-L", labels.INSTANCE_TYPE, "-L", labels.GPU_PRODUCT,
                                    "-L", labels.CAPACITY_TYPE).stdout)
 
@@ -109,7 +130,8 @@ class Demo:
             "operator": {"replicas": 0},
             "cost": {"intervalSeconds": 10},  # short jobs: account (and refresh progress) every 10 s
             "prometheus": {"url": self.cluster.prometheus_url},
-            "workers": {"tolerations": [KWOK_TOLERATION]},
+            "workers": {"tolerations": [KWOK_TOLERATION],
+                        **({"sidecar": {"image": self.images["sidecar"]}} if self.images else {})},
             "extender": {"enabled": False},
         }
         vfile = self.out / "demo-values.yaml"
@@ -256,10 +278,10 @@ def main(argv: list[str] | None = None) -> int:
     if demo.out.exists():
         shutil.rmtree(demo.out)
     demo.out.mkdir(parents=True)
-    jobs = demo_jobs(args.steps)
     try:
         with running(demo):
             demo.start_cluster()
+            jobs = demo_jobs(args.steps, demo.images.get("trainer"))
             demo.install_chart()
             demo.start_operator()
             demo.apply_jobs(jobs)

@@ -1,6 +1,7 @@
-"""Local workers: a demo and test facility, NOT a kubelet.
+"""Local workers: a demo and test facility for the GPU-shaped kwok nodes, NOT a kubelet.
 
-Pods on kwok nodes run no processes. For StaticTrainingJob worker pods (label
+Pods on kwok nodes run no processes (pods on the cluster's real node run in
+real containers and are left alone here). For StaticTrainingJob worker pods (label
 statictrain.io/role=worker) placed on kwok nodes, this runs the pod's trainer
 and sidecar containers as local processes with the pod's identity: its env
 (fieldRefs resolved from the pod), its volumes mapped to local folders, the
@@ -112,7 +113,7 @@ def plan(pod: dict[str, Any], rendezvous_port: int, metrics_port: int, volume_ro
             command[0] = str(bin_dir / command[0])
         return ProcessPlan(command, env)
 
-    containers = {c["name"]: c for c in spec["containers"]}
+    containers = {c["name"]: c for c in [*spec.get("initContainers", []), *spec["containers"]]}
     if TRAINER not in containers:
         raise ValueError(f"pod {meta['name']} has no {TRAINER!r} container")
     pod_labels = meta.get("labels", {})
@@ -153,6 +154,7 @@ class LocalWorkers:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="local-workers", daemon=True)
         self.bin_dir = Path(sys.executable).parent
+        self.real_node = cluster.state.real_node  # its pods run in containers, not here
 
     def start(self) -> None:
         self._thread.start()
@@ -195,7 +197,8 @@ class LocalWorkers:
         for uid, pod in pods.items():
             if uid in self.running or uid in self.done or pod["metadata"].get("deletionTimestamp"):
                 continue
-            if pod.get("status", {}).get("phase") == "Running" and pod["spec"].get("nodeName"):
+            node = pod["spec"].get("nodeName")
+            if pod.get("status", {}).get("phase") == "Running" and node and node != self.real_node:
                 self._launch(pod)
 
     def _launch(self, pod: dict[str, Any]) -> None:

@@ -143,6 +143,7 @@ class RunPolicy(TypedDict, total=False):
     backoffLimit: int
     activeDeadlineSeconds: int
     ttlSecondsAfterFinished: int
+    terminationGracePeriodSeconds: int
 
 
 class EnvVar(TypedDict, total=False):
@@ -268,7 +269,7 @@ DEFAULTS: Final[Spec] = {
     "distributed": {"bucketCapMB": 25, "gradientAccumulationSteps": 1, "masterPort": 29500},
     "checkpoint": {"everySteps": 500, "path": "/ckpt", "keep": 3},
     "remediation": {"mode": "Recommend"},
-    "runPolicy": {"backoffLimit": 3},
+    "runPolicy": {"backoffLimit": 3, "terminationGracePeriodSeconds": 120},
     "suspend": False,
 }
 """The CRD's defaults, for bodies that did not pass through the API server."""

@@ -2,9 +2,16 @@
 
 A job runs as an Indexed Job (one pod per torchrun node, the completion index
 is the node rank) behind a headless Service that gives worker 0 a stable DNS
-name for rendezvous. Both carry the job/namespace/commit/team labels and an
-owner reference to the StaticTrainingJob, so Kubernetes' garbage collector
-removes them with it.
+name for rendezvous, with a per-job checkpoint claim when the spec names none
+(so a replaced pod resumes from the same checkpoints as its peers). All carry
+the job/namespace/commit/team labels and an owner reference to the
+StaticTrainingJob, so Kubernetes' garbage collector removes them with it.
+
+A worker pod: the profiling sidecar is a native sidecar (an init container with
+restartPolicy Always: it starts first and is stopped by the kubelet once the
+trainer exits, so the pod completes); the trainer runs ``statictrain-launch``
+(torchrun's agent, exiting with the failing worker's own code, which the Job's
+podFailurePolicy reads); no ServiceAccount token is mounted.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ SIDECAR = "sidecar"
 STATS_VOLUME = "stats"
 CACHE_VOLUME = "compile-cache"
 CHECKPOINT_VOLUME = "checkpoint"
+CHECKPOINT_CLAIM_SUFFIX = "-checkpoint"
+LAUNCH_COMMAND = ("statictrain-launch", "--module", "statictrain_trainer.main")
+"""The trainer container's command: torchrun's agent with the workers' exit codes (statictrain_trainer.launch)."""
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 UNKNOWN = "unknown"
 # Trainer exit codes (statictrain.exitcodes, shared with the trainer).
@@ -180,10 +190,17 @@ def torchrun_env(owner: Owner) -> list[dict[str, Any]]:
     return env
 
 
+SHUTDOWN_MARGIN_S = 5
+"""Seconds of the grace period kept back for statictrain-launch to exit after its workers."""
+
+
 def trainer_env(owner: Owner, settings: Settings) -> list[dict[str, Any]]:
     """Compile, precision, distributed, stop and checkpoint settings for the trainer."""
     spec = owner.spec
+    grace = int(_get(spec, "runPolicy", "terminationGracePeriodSeconds"))
     env: list[dict[str, Any]] = [
+        # torchrun's agent gives its workers this long after SIGTERM to checkpoint and exit
+        {"name": "PET_SHUTDOWN_TIMEOUT", "value": str(max(grace - SHUTDOWN_MARGIN_S, 1))},
         {"name": envvars.ENTRYPOINT, "value": spec["entrypoint"]},
         {"name": envvars.COMPILE_MODE, "value": _get(spec, "compile", "mode")},
         {"name": envvars.COMPILE_FULLGRAPH, "value": _flag(_get(spec, "compile", "fullgraph"))},
@@ -238,6 +255,34 @@ def _affinity(spec: api.Spec) -> dict[str, Any] | None:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
+def checkpoint_claim_name(job_name: str) -> str:
+    """Name of the per-job checkpoint claim the operator makes."""
+    return job_name + CHECKPOINT_CLAIM_SUFFIX
+
+
+def checkpoint_claim(owner: Owner, settings: Settings) -> dict[str, Any] | None:
+    """The per-job checkpoint PersistentVolumeClaim, or None when the spec names its own
+    (``checkpoint.persistentVolumeClaim``) or the operator is set to make none.
+
+    Every rank reads the checkpoint rank 0 wrote, so a job whose pods may run on
+    several nodes asks for ReadWriteMany; a single-pod job for ReadWriteOnce. The
+    claim belongs to the job (deleted with it) and is fixed once made.
+    """
+    spec = owner.spec
+    if (spec.get("checkpoint") or {}).get("persistentVolumeClaim") or not settings.checkpoint_volume_size:
+        return None
+    several = int(spec.get("replicas", api.DEFAULTS["replicas"])) > 1 or bool(spec.get("elastic"))
+    claim_spec: dict[str, Any] = {
+        "accessModes": ["ReadWriteMany" if several else "ReadWriteOnce"],
+        "resources": {"requests": {"storage": settings.checkpoint_volume_size}},
+    }
+    if settings.checkpoint_storage_class:
+        claim_spec["storageClassName"] = settings.checkpoint_storage_class
+    meta = _metadata(owner)
+    meta["name"] = checkpoint_claim_name(owner.name)
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": claim_spec}
+
+
 def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(pod volumes, trainer mounts)."""
     spec = owner.spec
@@ -246,7 +291,9 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
         if settings.compile_cache_claim
         else {"emptyDir": {}}
     )
-    ckpt_claim = (spec.get("checkpoint") or {}).get("persistentVolumeClaim")
+    ckpt_claim = (spec.get("checkpoint") or {}).get("persistentVolumeClaim") or (
+        checkpoint_claim_name(owner.name) if settings.checkpoint_volume_size else None
+    )
     ckpt: dict[str, Any] = (
         {"persistentVolumeClaim": {"claimName": ckpt_claim}} if ckpt_claim else {"emptyDir": {}}
     )
@@ -281,7 +328,7 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         "name": TRAINER,
         "image": spec["image"],
         "imagePullPolicy": settings.image_pull_policy,
-        "command": ["torchrun", "--module", "statictrain_trainer.main"],
+        "command": list(LAUNCH_COMMAND),
         "env": identity + torchrun_env(owner) + trainer_env(owner, settings) + user_env,
         "ports": [{"name": "rendezvous", "containerPort": _get(spec, "distributed", "masterPort")}],
         "resources": _resources(spec),
@@ -290,6 +337,7 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
     }
     sidecar = {
         "name": SIDECAR,
+        "restartPolicy": "Always",  # a native sidecar: stopped by the kubelet after the trainer exits
         "image": settings.sidecar_image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["statictrain-sidecar"],
@@ -319,13 +367,16 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         "schedulerName": settings.scheduler_name,
         "subdomain": worker_name(owner.name),
         "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": int(_get(spec, "runPolicy", "terminationGracePeriodSeconds")),
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": 10001,
             "fsGroup": 10001,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
-        "containers": [trainer, sidecar],
+        "initContainers": [sidecar],
+        "containers": [trainer],
         "volumes": volumes,
         "tolerations": [*settings.tolerations, *placement.get("tolerations", [])],
     }

@@ -84,7 +84,8 @@ def plan(
                 "waiting for the garbage collector to remove it"
             )
     if observed_job is None:
-        return Plan(create=create)
+        claim = children.checkpoint_claim(owner, settings)  # made with the Job; 409 if it exists
+        return Plan(create=[claim, *create] if claim else create)
     if observed_job.get("metadata", {}).get("deletionTimestamp"):
         return Plan(create=create, wait="old worker Job is being deleted")
     if _finished(observed_job):

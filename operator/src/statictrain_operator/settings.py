@@ -52,6 +52,12 @@ class Settings:
     """Mount path of the compile-cache volume in the trainer container."""
     compile_cache_claim: str = ""
     """PersistentVolumeClaim (in the job's namespace) shared as compile cache; empty uses an emptyDir."""
+    checkpoint_volume_size: str = "10Gi"
+    """Size of the checkpoint claim made per job whose spec names none; empty makes none (an
+    emptyDir: checkpoints are lost with the pod, and replaced pods start from step 0)."""
+    checkpoint_storage_class: str = ""
+    """StorageClass of the per-job checkpoint claims; empty uses the cluster's default class. Jobs
+    with more than one pod need a class that offers ReadWriteMany (NFS, EFS, Filestore, CephFS)."""
     tolerations: list[dict[str, Any]] = field(default_factory=_default_tolerations)
     """Tolerations added to every worker pod (JSON list), e.g. for kwok's fake-node taint."""
     node_selector: dict[str, str] = field(default_factory=dict)

@@ -3,6 +3,11 @@
 Reads settings from the environment (names in ``statictrain.envvars``), lets
 flags override them, loads pynvml if it can (a missing module or driver only
 turns GPU metrics off), serves until SIGTERM or SIGINT.
+
+In a worker pod it is a native sidecar: the kubelet sends SIGTERM once the
+trainer has exited (or the pod is deleted). It then keeps serving for
+``LINGER_S`` so the trainer's last records (already tailed) get one more
+scrape, and exits 0; a second signal stops it at once.
 """
 
 from __future__ import annotations
@@ -25,7 +30,10 @@ from .app import build
 from .nvml import NvmlApi
 from .settings import Settings, SettingsError
 
-__all__ = ["main"]
+__all__ = ["LINGER_S", "main"]
+
+LINGER_S = 2.0
+"""Seconds /metrics stays up after SIGTERM: one more scrape at 1 s intervals (the local cluster's)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,8 +108,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"statictrain-sidecar: cannot listen on {settings.bind}:{settings.port}: {e}", file=sys.stderr)
         return 2
     stop = threading.Event()
+    now = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
+        if stop.is_set():
+            now.set()
         stop.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -112,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         tmp.write_text(f"{sidecar.port}\n")
         os.replace(tmp, args.port_file)
     stop.wait()
+    logging.getLogger("statictrain_sidecar").info("stopping in %.0f s (a second signal stops at once)", LINGER_S)
+    now.wait(LINGER_S)
     sidecar.stop()
     return 0
 

@@ -111,6 +111,8 @@ class Operator:
             "requeue_s": 0.5,
             # the operator core alone; cost and anomaly have their own integration tests
             "parts": "",
+            # kwok pods write no checkpoints: no per-job claims (tests/integration/realnode covers them)
+            "checkpoint_volume_size": "",
             "own_metrics_port": str(self.metrics_port),
             **self.settings,
         }

@@ -61,7 +61,7 @@ def test_apply_creates_wired_children_scheduled_on_gpu_nodes(kube: Kube, make_op
     pods = wait_for(lambda: len(workers(kube, "gpt")) == 2 and workers(kube, "gpt"), "2 worker pods")
     for pod in pods:
         assert want_labels.items() <= pod["metadata"]["labels"].items()
-        containers = {c["name"]: c for c in pod["spec"]["containers"]}
+        containers = {c["name"]: c for c in [*pod["spec"]["initContainers"], *pod["spec"]["containers"]]}
         env = {e["name"]: e.get("value") for e in containers["trainer"]["env"]}
         assert env[envvars.MASTER_ADDR] == "gpt-worker-0.gpt-worker"
         assert env[envvars.WORLD_SIZE] == "2"

@@ -22,6 +22,12 @@ def pod() -> dict[str, Any]:
             "nodeName": "p5-spot-0",
             "volumes": [{"name": "stats", "emptyDir": {}},
                         {"name": "cache", "persistentVolumeClaim": {"claimName": "compile-cache"}}],
+            "initContainers": [  # the operator's native sidecar
+                {"name": "sidecar", "restartPolicy": "Always", "command": ["statictrain-sidecar"],
+                 "volumeMounts": [{"name": "stats", "mountPath": "/var/run/statictrain"}],
+                 "env": [{"name": "STATICTRAIN_STATS_DIR", "value": "/var/run/statictrain"},
+                         {"name": "STATICTRAIN_METRICS_PORT", "value": "9400"}]},
+            ],
             "containers": [
                 {"name": "trainer", "command": ["torchrun", "--module", "statictrain_trainer.main"],
                  "volumeMounts": [{"name": "stats", "mountPath": "/var/run/statictrain"},
@@ -35,10 +41,6 @@ def pod() -> dict[str, Any]:
                          field("STATICTRAIN_POD", "metadata.name"),
                          field("STATICTRAIN_POD_UID", "metadata.uid"),
                          field("NODE_RANK", "metadata.annotations['batch.kubernetes.io/job-completion-index']")]},
-                {"name": "sidecar", "command": ["statictrain-sidecar"],
-                 "volumeMounts": [{"name": "stats", "mountPath": "/var/run/statictrain"}],
-                 "env": [{"name": "STATICTRAIN_STATS_DIR", "value": "/var/run/statictrain"},
-                         {"name": "STATICTRAIN_METRICS_PORT", "value": "9400"}]},
             ],
         },
     }

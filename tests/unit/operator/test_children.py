@@ -23,7 +23,9 @@ def env_of(container: dict[str, Any]) -> dict[str, Any]:
 
 
 def containers(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {c["name"]: c for c in job["spec"]["template"]["spec"]["containers"]}
+    """Main and init containers by name (the sidecar is a native sidecar: an init container)."""
+    pod = job["spec"]["template"]["spec"]
+    return {c["name"]: c for c in [*pod.get("initContainers", []), *pod["containers"]]}
 
 
 def test_every_child_has_the_four_labels_and_an_owner_reference() -> None:
@@ -108,7 +110,10 @@ def test_pod_has_trainer_sidecar_shared_stats_dir_and_compile_cache() -> None:
     job = children.worker_job(b.owner(), SETTINGS)
     pod = job["spec"]["template"]["spec"]
     c = containers(job)
-    assert c["trainer"]["command"] == ["torchrun", "--module", "statictrain_trainer.main"]
+    assert c["trainer"]["command"] == ["statictrain-launch", "--module", "statictrain_trainer.main"]
+    assert [x["name"] for x in pod["containers"]] == ["trainer"]
+    assert [(x["name"], x["restartPolicy"]) for x in pod["initContainers"]] == [("sidecar", "Always")]
+    assert pod["automountServiceAccountToken"] is False
     assert c["trainer"]["image"] == "registry.example.com/nlp/train:3f2c1ab"
     assert c["sidecar"]["command"] == ["statictrain-sidecar"]
     assert c["sidecar"]["image"] == "example.com/sidecar:1"
@@ -179,6 +184,38 @@ def test_scheduling_constraints_from_spec_and_settings() -> None:
         api.GPU_MODELS_ANNOTATION: "H100,A100",
         api.MAX_HOURLY_USD_ANNOTATION: "12.5",
     }
+
+
+def test_per_job_checkpoint_claim_unless_the_spec_names_one_or_it_is_switched_off() -> None:
+    o = b.owner()
+    claim = children.checkpoint_claim(o, SETTINGS)
+    assert claim is not None
+    assert claim["kind"] == "PersistentVolumeClaim"
+    assert claim["metadata"]["name"] == "gpt2-checkpoint"
+    assert claim["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]  # two pods read rank 0's checkpoints
+    assert claim["spec"]["resources"] == {"requests": {"storage": SETTINGS.checkpoint_volume_size}}
+    assert "storageClassName" not in claim["spec"]
+    volumes = {v["name"]: v for v in children.worker_job(o, SETTINGS)["spec"]["template"]["spec"]["volumes"]}
+    assert volumes[children.CHECKPOINT_VOLUME]["persistentVolumeClaim"] == {"claimName": "gpt2-checkpoint"}
+
+    one = children.checkpoint_claim(b.owner(b.spec(replicas=1)), Settings(checkpoint_storage_class="nfs"))
+    assert one is not None
+    assert (one["spec"]["accessModes"], one["spec"]["storageClassName"]) == (["ReadWriteOnce"], "nfs")
+    assert children.checkpoint_claim(b.owner(b.spec(checkpoint={"persistentVolumeClaim": "mine"})), SETTINGS) is None
+    off = Settings(checkpoint_volume_size="")
+    assert children.checkpoint_claim(o, off) is None
+    volumes = {v["name"]: v for v in children.worker_job(o, off)["spec"]["template"]["spec"]["volumes"]}
+    assert volumes[children.CHECKPOINT_VOLUME] == {"name": "checkpoint", "emptyDir": {}}
+
+
+@pytest.mark.parametrize(("grace", "want_pod", "want_agent"), [(None, 120, "115"), (30, 30, "25"), (3, 3, "1")])
+def test_grace_period_from_the_spec_reaches_the_pod_and_torchrun(grace: int | None, want_pod: int,
+                                                                 want_agent: str) -> None:
+    s = b.spec(runPolicy={"terminationGracePeriodSeconds": grace} if grace else {})
+    job = children.worker_job(b.owner(s), SETTINGS)
+    assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == want_pod
+    assert env_of(containers(job)["trainer"])["PET_SHUTDOWN_TIMEOUT"] == want_agent
 
 
 def test_job_level_policies() -> None:

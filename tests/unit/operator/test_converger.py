@@ -74,8 +74,8 @@ KEY: converger.Key = ("team-nlp", "gpt2")
 def test_first_converge_creates_both_children_and_sets_status(api: FakeApi) -> None:
     c = make({KEY: view()})
     asyncio.run(c.converge(KEY))
-    assert sorted(api.writes[:2]) == ["create Job", "create Service"]
-    assert api.writes[2].startswith("status ") and "phase" in api.writes[2]
+    assert sorted(api.writes[:3]) == ["create Job", "create PersistentVolumeClaim", "create Service"]
+    assert api.writes[3].startswith("status ") and "phase" in api.writes[3]
 
 
 def test_a_second_event_before_the_watch_catches_up_creates_nothing(api: FakeApi) -> None:
@@ -91,7 +91,7 @@ def test_children_left_by_a_crash_are_found_not_duplicated(api: FakeApi) -> None
     api.objects[("Service", "gpt2-worker")] = children.service(o)  # created before the crash
     c = make({KEY: view()})
     asyncio.run(c.converge(KEY))
-    assert sorted(k for k, _ in api.objects) == ["Job", "Service"]
+    assert sorted(k for k, _ in api.objects) == ["Job", "PersistentVolumeClaim", "Service"]
     assert api.writes.count("create Service") == 1  # the one 409, then a re-read
 
 

@@ -30,11 +30,14 @@ def read_service(c: Clients, namespace: str, name: str) -> dict[str, Any] | None
 
 
 def create(c: Clients, body: Mapping[str, Any]) -> bool:
-    """Create a Job or Service; False when one of that name already exists (409), never a duplicate."""
+    """Create a Job, Service or PersistentVolumeClaim; False when one of that name exists (409)."""
     namespace = body["metadata"]["namespace"]
-    call: Callable[..., Any] = (
-        c.batch.create_namespaced_job if body["kind"] == "Job" else c.core.create_namespaced_service
-    )
+    calls: dict[str, Callable[..., Any]] = {
+        "Job": c.batch.create_namespaced_job,
+        "Service": c.core.create_namespaced_service,
+        "PersistentVolumeClaim": c.core.create_namespaced_persistent_volume_claim,
+    }
+    call = calls[body["kind"]]
     try:
         call(namespace, dict(body), _preload_content=False)
     except client.ApiException as e:

@@ -1,0 +1,43 @@
+# Sourced by build-binaries.sh and build-node.sh after they set name, key and want=(...):
+# the cache folder keyed by versions, an early exit (printing the bin folder) when every
+# wanted binary is there, the Go settings, logging helpers, and the Kubernetes tools module.
+
+cache_root=${STATICTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/statictrain}
+bin="$cache_root/$key/bin"
+die() { echo "$name: $*" >&2; exit 1; }
+have_all() { for b in "${want[@]}"; do [ -x "$bin/$b" ] || return 1; done; }
+
+if have_all; then echo "$bin"; exit 0; fi
+command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.25 (https://go.dev/dl) and re-run"
+
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+export GOPROXY=${STATICTRAIN_GOPROXY:-https://proxy.golang.org}   # no 'direct': a missing module fails fast
+mkdir -p "$cache_root/$key"
+log="$cache_root/$key/build.log"
+: >"$log"
+started=$(date +%s)
+step() { echo "$name: $1 (log: $log)" >&2; }
+run() { "$@" >>"$log" 2>&1 || { tail -n 30 "$log" >&2; die "failed: $* (full log: $log)"; }; }
+
+# k8s_tools_module DIR VERSION: DIR/go.mod requiring k8s.io/kubernetes with every staging
+# module replaced by its published v0.x twin (the same trick scheduler-plugins uses).
+k8s_tools_module() {
+  local d=$1 version=$2 gomod staging
+  gomod=$(cd "$d" && go mod download -json "k8s.io/kubernetes@$version" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -f "$gomod" ] || die "could not download k8s.io/kubernetes@$version from $GOPROXY"
+  staging="v0.${version#v1.}"
+  {
+    echo "module statictrain.local/k8stools"; echo; echo "go 1.24"; echo
+    echo "require k8s.io/kubernetes $version"; echo
+    grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging' "$gomod" | awk '{print "replace " $1 " => " $1 " '"$staging"'"}'
+  } >"$d/go.mod"
+}
+
+# k8s_ldflags VERSION: version stamps, or the binaries report v0.0.0.
+k8s_ldflags() {
+  local version=$1 minor v=k8s.io/component-base/version
+  minor=$(echo "$version" | cut -d. -f2)
+  echo "-s -w -X $v.gitVersion=$version -X $v.gitMajor=1 -X $v.gitMinor=$minor -X $v.gitTreeState=clean" \
+       "-X $v.buildDate=1970-01-01T00:00:00Z -X k8s.io/client-go/pkg/version.gitVersion=$version" \
+       "-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+}
