@@ -39,7 +39,6 @@ QUEUES: list[list[tuple[str, dict[str, str], bool]]] = [
         ("default+cudnn@16", {envvars.COMPILE_MODE: "default", envvars.ATTENTION: "cudnn"}, False),
         ("default+chunked@16", {envvars.COMPILE_MODE: "default", envvars.CHUNKED_LOSS: "true"}, False),
         ("default+copt@16", {envvars.COMPILE_MODE: "default", envvars.COMPILE_OPTIMIZER: "true"}, False),
-        ("default+fp8@16", {envvars.COMPILE_MODE: "default", envvars.FP8: "true"}, False),
     ],
     [
         ("eager+cudnn+chunked@16",
@@ -48,9 +47,6 @@ QUEUES: list[list[tuple[str, dict[str, str], bool]]] = [
         ("reduce-overhead+all@16",
          {envvars.COMPILE_MODE: "reduce-overhead", envvars.ATTENTION: "cudnn", envvars.CHUNKED_LOSS: "true",
           envvars.COMPILE_OPTIMIZER: "true"}, True),
-        ("default+cudnn+chunked@32",
-         {envvars.COMPILE_MODE: "default", envvars.ATTENTION: "cudnn", envvars.CHUNKED_LOSS: "true",
-          envvars.BATCH_SIZE: "32"}, False),
     ],
 ]  # fmt: skip
 PARITY: list[list[tuple[str, dict[str, str]]]] = [
