@@ -47,4 +47,5 @@ def test_bad_shapes_say_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="hidden width 8 does not match weight"):
         chunked_linear_cross_entropy(torch.zeros(2, 8), torch.zeros(5, 4), torch.zeros(2, dtype=torch.long))
     with pytest.raises(ValueError, match="chunk_rows must be >= 1"):
-        chunked_linear_cross_entropy(torch.zeros(2, 4), torch.zeros(5, 4), torch.zeros(2, dtype=torch.long), chunk_rows=0)
+        targets = torch.zeros(2, dtype=torch.long)
+        chunked_linear_cross_entropy(torch.zeros(2, 4), torch.zeros(5, 4), targets, chunk_rows=0)

@@ -27,9 +27,10 @@ import torch
 import torch.distributed as dist
 from statictrain import envvars
 
-from . import distributed
-from .autotune import tune_settings
+from . import distributed, levers
+from .autotune import Candidate, record_key, tune_settings
 from .bucket_tune import tune_bucket_cap
+from .compile_cache import device_tag
 from .errors import classify
 from .exitcodes import ExitCode
 from .loop import Trainer
@@ -51,6 +52,8 @@ def _autotune(
     choice: list[object] = [None]
     report_json: dict[str, object] = {}
     if ctx.is_main:
+        support = levers.probe(ctx.device, workload.hidden_and_head is not None)
+        fp8_ok = not levers.resolve(dataclasses.replace(settings, fp8=True), support)[1]
         report = tune_settings(
             settings,
             workload_batch=workload.batch_size,
@@ -58,16 +61,24 @@ def _autotune(
             gpu=ctx.device.type == "cuda",
             clock=time.perf_counter,
             stop=stop,
+            record_key=record_key(workload.name, torch.__version__, device_tag(ctx.device)),
+            fp8_available=fp8_ok,
         )
         log.info("autotune: %s", report.reason)
         report_json = report.to_json()
-        choice = [(report.chosen.compile_mode, report.chosen.batch_size)]
+        choice = [report.chosen]
     if ctx.distributed:
         dist.broadcast_object_list(choice, src=0)
     picked = choice[0]
-    assert isinstance(picked, tuple)
-    mode, batch = picked
-    settings = dataclasses.replace(settings, compile_mode=mode, batch_size=batch)
+    assert isinstance(picked, Candidate)
+    settings = dataclasses.replace(
+        settings,
+        compile_mode=picked.compile_mode,
+        batch_size=picked.batch_size,
+        chunked_loss=picked.chunked_loss,
+        compile_optimizer=picked.compile_optimizer,
+        fp8=picked.fp8,
+    )
     if ctx.distributed:
         left = settings.autotune_budget_s - (time.perf_counter() - t0)
         cap, reason, outcomes = tune_bucket_cap(settings, workload, ctx, budget_s=left, stop=stop)
