@@ -7,8 +7,15 @@ Every figure comes from a fresh process running ``python -m statictrain_trainer.
   (model to device + cache lookup + first step) cold, then in a fresh process
   with the shared compile cache the cold run saved.
 - ddp: compiled, the same per-GPU batch on 1 GPU and on 2 GPUs (torchrun,
-  NCCL): scaling efficiency = tokens/s on 2 / (2 x tokens/s on 1).
+  NCCL), the 2-GPU run once per bucket size of --ddp-buckets (the fastest is
+  kept, bucket_tune.pick): scaling efficiency = tokens/s on 2 / (2 x tokens/s on 1).
 - autotune: the runtime's autotuner within a budget; its pick and what it measured.
+
+Time to first step is the runtime's setup (from the Trainer's construction:
+model to device, optimizer, compile-cache load, torch.compile wrapper) plus
+step 1; ``*_from_process_start_s`` adds interpreter start, imports and the
+workload build (the parts are measured in the trial process; see
+``setup_breakdown``).
 
 Results merge into ``--out`` (so phases can run in separate calls) with the
 command, versions and machine. Only measured values are written.
@@ -33,7 +40,10 @@ from typing import Any
 
 import torch
 from statictrain import envvars
-from statictrain_trainer.autotune import Autotuner, Candidate, subprocess_runner
+from statictrain_trainer import levers
+from statictrain_trainer.autotune import Autotuner, Candidate, FailureRecord, record_key, subprocess_runner
+from statictrain_trainer.bucket_tune import BucketOutcome, pick
+from statictrain_trainer.settings import TrainerSettings
 
 SAFE_NCCL = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -88,9 +98,17 @@ def trial(args: argparse.Namespace, env: dict[str, str], work: Path, name: str, 
 
 
 def slim(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k != "step_seconds"} | {
-        "step_seconds": [round(s, 5) for s in data["step_seconds"]]
+    return {k: v for k, v in data.items() if k not in ("step_seconds", "losses")} | {
+        "step_seconds": [round(s, 5) for s in data["step_seconds"]],
+        "losses": [round(x, 4) for x in data["losses"]],
     }
+
+
+def from_process_start(data: dict[str, Any]) -> float:
+    """Process start to the end of step 1: interpreter and imports (the process's wall time
+    outside the trial's main), the workload build, then the runtime's own time to first step."""
+    outside_main = data["process_wall_seconds"] - data["main_seconds"]
+    return float(outside_main + data["workload_build_seconds"] + data["time_to_first_step_seconds"])
 
 
 def shared_cache(work: Path) -> Path:
@@ -131,26 +149,54 @@ def phase_single(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> N
     out["first_step_warm_s"] = warm["time_to_first_step_seconds"]
     out["warm_over_cold"] = warm["time_to_first_step_seconds"] / cold["time_to_first_step_seconds"]
     out["warm_cache_hit"] = warm["cache_hit"]
+    out["warm_cache_reason"] = warm["cache_reason"]
+    out["cold_cache_reason"] = cold["cache_reason"]
+    out["first_step_cold_from_process_start_s"] = from_process_start(cold)
+    out["first_step_warm_from_process_start_s"] = from_process_start(warm)
+    out["warm_over_cold_from_process_start"] = from_process_start(warm) / from_process_start(cold)
+    out["warm_start_breakdown_s"] = {
+        name: {
+            "outside_main_interpreter_and_imports": r["process_wall_seconds"] - r["main_seconds"],
+            "workload_build": r["workload_build_seconds"],
+            **r["setup_breakdown"],
+            "first_step": r["first_step_seconds"],
+            "first_step_compile_seconds_dynamo": r["compile_seconds"],
+        }
+        for name, r in (("cold", cold), ("warm", warm))
+    }
     out["single_batch_per_gpu"] = args.batch
     out["runs_single"] = {"eager": slim(eager), "compiled_cold": slim(cold), "compiled_warm": slim(warm)}
 
 
 def phase_ddp(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
+    if torch.cuda.is_available() and torch.cuda.device_count() < 2:
+        out["ddp2_not_measured"] = f"only {torch.cuda.device_count()} GPU visible on this machine"
+        print("ddp: skipped,", out["ddp2_not_measured"], flush=True)
+        return
     env = {
         **base_env(args, work, "ddp"),
         envvars.COMPILE_MODE: "default",
         envvars.BATCH_SIZE: str(args.ddp_batch),
-        envvars.BUCKET_CAP_MB: str(args.bucket_cap_mb),
         envvars.COMPILE_CACHE_DIR: str(shared_cache(work)),
     }
     one = trial(args, env, work, "ddp_1gpu")
-    two = trial(args, env, work, "ddp_2gpu", nproc=2)
+    twos: dict[int, dict[str, Any]] = {}
+    for cap in args.ddp_buckets:
+        env2 = {**env, envvars.BUCKET_CAP_MB: str(cap)}
+        twos[cap] = trial(args, env2, work, f"ddp_2gpu_bucket{cap}", nproc=2)
+    outcomes = [BucketOutcome(cap, r["steady_step_seconds"]) for cap, r in twos.items()]
+    cap, reason = pick(outcomes, args.ddp_buckets[0])
+    two = twos[cap]
     out["ddp1_tok_s"] = one["tokens_per_s"]
     out["ddp2_tok_s"] = two["tokens_per_s"]
     out["ddp2_scaling_efficiency"] = two["tokens_per_s"] / (2 * one["tokens_per_s"])
+    out["ddp2_scaling_by_bucket"] = {c: r["tokens_per_s"] / (2 * one["tokens_per_s"]) for c, r in twos.items()}
     out["ddp_batch_per_gpu"] = args.ddp_batch
-    out["ddp_bucket_cap_mb"] = args.bucket_cap_mb
-    out["runs_ddp"] = {"one_gpu": slim(one), "two_gpu": slim(two)}
+    out["ddp_bucket_cap_mb"] = cap
+    out["ddp_bucket_reason"] = reason
+    out["ddp_settings"] = "gradient_as_bucket_view=True; static_graph off under torch.compile (DDPOptimizer)"
+    out.pop("ddp2_not_measured", None)
+    out["runs_ddp"] = {"one_gpu": slim(one), **{f"two_gpu_bucket{c}": slim(r) for c, r in twos.items()}}
 
 
 def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
@@ -163,6 +209,11 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
     runner = subprocess_runner(
         env, 0, time.perf_counter, steps=args.steps, warmup=args.warmup, log_dir=work / "autotune-logs"
     )
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    workload_name = args.entrypoint
+    support = levers.probe(device, hidden_and_head=True)
+    fp8_notes = levers.resolve(levers_settings(args), support)[1]
+    tag = torch.cuda.get_device_name(0).replace(" ", "_") if torch.cuda.is_available() else "cpu"
     tuner = Autotuner(
         Candidate("default", args.batch),
         max_batch=args.max_batch,
@@ -170,6 +221,8 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
         runner=runner,
         clock=time.perf_counter,
         gpu=torch.cuda.is_available(),
+        record=FailureRecord(work / "autotune-record", record_key(workload_name, torch.__version__, tag)),
+        fp8_available=not fp8_notes,
     )
     t0 = time.perf_counter()
     report = tuner.tune()
@@ -188,9 +241,15 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
     out["autotune_budget_s"] = budget
     out["autotune_seconds"] = spent
     out["autotune_outcomes"] = report.to_json()["outcomes"]
+    out["autotune_notes"] = list(report.notes) + fp8_notes
     if chosen is not None:
         out["autotuned_tok_s"] = chosen.tokens_per_s
         out["autotuned_mfu"] = chosen.mfu
+
+
+def levers_settings(args: argparse.Namespace) -> TrainerSettings:
+    """Settings with FP8 asked for, to learn whether this machine can run it (and why not)."""
+    return TrainerSettings(entrypoint=args.entrypoint, precision=args.precision, fp8=True)
 
 
 def machine() -> dict[str, Any]:
@@ -222,7 +281,7 @@ def main() -> int:
     p.add_argument("--precision", default="bf16")
     p.add_argument("--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start")
     p.add_argument("--ddp-batch", type=int, default=32)
-    p.add_argument("--bucket-cap-mb", type=int, default=25)
+    p.add_argument("--ddp-buckets", type=int, nargs="+", default=[25, 100], help="bucket sizes (MB) to measure")
     p.add_argument("--max-batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--warmup", type=int, default=8)
@@ -256,7 +315,7 @@ def main() -> int:
     summary = {k: out.get(k) for k in (
         "eager_tok_s", "compiled_tok_s", "compiled_over_eager", "autotuned_tok_s", "autotuned_mfu",
         "autotuned_choice", "first_step_cold_s", "first_step_warm_s", "warm_over_cold",
-        "ddp2_scaling_efficiency", "torch", "gpu",
+        "ddp2_scaling_efficiency", "ddp_bucket_cap_mb", "torch", "gpu",
     )}  # fmt: skip
     print(json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
     return 0

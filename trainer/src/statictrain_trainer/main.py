@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 from statictrain import envvars
 
-from . import distributed, levers
+from . import distributed, levers, prewarm
 from .autotune import Candidate, record_key, tune_settings
 from .bucket_tune import tune_bucket_cap
 from .compile_cache import device_tag
@@ -102,6 +102,7 @@ def _autotune(
 
 
 def train(settings: TrainerSettings, stop: threading.Event) -> ExitCode:
+    prewarm.start("default" if settings.autotune else settings.compile_mode)
     torch.manual_seed(settings.seed)
     workload = load_entrypoint(settings.entrypoint)
     timeout = 600.0 + (settings.autotune_budget_s if settings.autotune else 0.0)

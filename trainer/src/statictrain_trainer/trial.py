@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from . import distributed
+from . import distributed, prewarm
 from .flops import mfu
 from .loop import RunResult, Trainer
 from .profiling import StepWindowProfiler
@@ -63,6 +63,7 @@ def summarize(result: RunResult, warmup: int, workload: Workload, peak: float, w
 
 def run_trial(settings: TrainerSettings, steps: int, warmup: int, profile_dir: Path | None = None) -> dict[str, Any]:
     t_main = time.perf_counter()
+    prewarm.start(settings.compile_mode)
     torch.manual_seed(settings.seed)
     workload = load_entrypoint(settings.entrypoint)
     t_built = time.perf_counter()
