@@ -6,6 +6,11 @@ newer trainer may add fields without breaking an older sidecar. A record whose
 ``v`` is a higher major version than SCHEMA_VERSION, or that does not parse,
 is counted as malformed and skipped, never fatal.
 
+Each trainer process on a GPU writes ``<STATS_DIR>/gpus/<local rank>.json``
+holding ``{"v": 1, "uuid": "GPU-…", "local_rank": N}``: the GPUs of this pod.
+The sidecar requests no GPU of its own, so on a node where NVML shows it every
+GPU (or none) it reports exactly these.
+
 Requests flow the other way through ``<STATS_DIR>/requests/``: the sidecar (or
 a user with kubectl exec/cp) drops a ``profile-<id>.json`` file holding
 ``{"v": 1, "steps": N}``; the trainer picks it up, captures N steps with
@@ -23,6 +28,7 @@ SCHEMA_VERSION = 1
 STEPS_FILE = "steps.jsonl"
 REQUESTS_DIR = "requests"
 PROFILES_DIR = "profiles"
+GPUS_DIR = "gpus"
 
 
 @dataclass(frozen=True)
@@ -108,3 +114,25 @@ def decode(line: str) -> StepRecord:
     if kwargs["step"] < 0 or not kwargs["step_seconds"] >= 0:
         raise MalformedRecord("step and step_seconds must be >= 0")
     return StepRecord(**kwargs)
+
+
+def encode_gpu(uuid: str, local_rank: int) -> str:
+    """The content of ``gpus/<local_rank>.json`` for a trainer process on GPU ``uuid``."""
+    return json.dumps({"v": SCHEMA_VERSION, "uuid": uuid, "local_rank": local_rank}) + "\n"
+
+
+def decode_gpu(text: str) -> str:
+    """The GPU UUID of one ``gpus/*.json`` file; MalformedRecord with the reason otherwise."""
+    try:
+        raw: Any = json.loads(text)
+    except ValueError as e:
+        raise MalformedRecord(f"not JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise MalformedRecord("not a JSON object")
+    version = raw.get("v", SCHEMA_VERSION)
+    if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
+        raise MalformedRecord(f"unsupported schema version {version!r}")
+    uuid = raw.get("uuid")
+    if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")):
+        raise MalformedRecord(f"uuid must be an NVML UUID (GPU-… or MIG-…), got {uuid!r}")
+    return uuid

@@ -96,7 +96,7 @@ class SidecarCollector(Collector):
             metrics.GPU_AVAILABLE,
             "1 when NVML works and sees the pod's GPUs; 0 with "
             "the reason (disabled, nvml_missing, nvml_init_failed, no_devices, "
-            "gpu_not_found).",
+            "gpu_not_found, waiting_for_trainer).",
             labels=self._labels("reason"),
         )
         avail.add_metric([*self._base, status.reason], 1 if status.available else 0)

@@ -69,7 +69,8 @@ class Settings:
     (``STATICTRAIN_SAMPLE_INTERVAL_S``); 0.01 to 60."""
     gpus: tuple[str, ...] = ()
     """GPUs to report, as NVML indices or UUIDs (``STATICTRAIN_SIDECAR_GPUS``, comma-separated);
-    empty: every GPU NVML sees in this container."""
+    empty: the GPUs the trainer publishes on the channel (``<stats_dir>/gpus/``), or, without a
+    channel, every GPU NVML sees in this container."""
     nvml: bool = True
     """False: do not load NVML at all (``STATICTRAIN_SIDECAR_NVML=false``); the sidecar reports
     reason "disabled"."""

@@ -21,7 +21,7 @@ GPU_IS_LOST = 15
 
 
 @pytest.fixture
-def sidecar(tmp_path: Path, fake_nvml: Any, gpu: Any, clock: Any) -> Iterator[Sidecar]:
+def sidecar(tmp_path: Path, fake_nvml: Any, gpu: Any, clock: Any, publish_gpus: Any) -> Iterator[Sidecar]:
     g = [gpu(0, "GPU-x"), gpu(1, "GPU-y", fail={"nvmlDeviceGetClockInfo": GPU_IS_LOST})]
     settings = Settings(
         identity=Identity("j", "ns", "c0ffee", "t", "j-worker-0", "uid-1"),
@@ -30,6 +30,7 @@ def sidecar(tmp_path: Path, fake_nvml: Any, gpu: Any, clock: Any) -> Iterator[Si
         bind="127.0.0.1",
         sample_interval_s=0.05,
     )
+    publish_gpus(tmp_path, [d.uuid for d in g])  # as the pod's trainer processes do
     s = build(settings, fake_nvml(g), Clocks(monotonic=clock, wall=lambda: 1_800_000_000.0))
     s.start()
     yield s

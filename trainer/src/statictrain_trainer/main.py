@@ -36,7 +36,7 @@ from .exitcodes import ExitCode
 from .loop import Trainer
 from .profiling import ProfileService
 from .settings import TrainerSettings, settings_from_env
-from .stats import StatsWriter
+from .stats import StatsWriter, gpu_uuid, publish_gpu
 from .workload import Workload, load_entrypoint
 
 log = logging.getLogger("statictrain_trainer")
@@ -109,6 +109,10 @@ def train(settings: TrainerSettings, stop: threading.Event) -> ExitCode:
     ctx = distributed.init(settings, timeout_s=timeout)
     stats: StatsWriter | None = None
     profiler: ProfileService | None = None
+    if settings.stats_dir is not None and ctx.device.type == "cuda":
+        uuid = gpu_uuid(ctx.device)
+        publish_gpu(settings.stats_dir, ctx.local_rank, uuid)
+        log.info("published GPU %s for the sidecar", uuid)
     try:
         if settings.autotune:
             settings = _autotune(settings, workload, ctx, stop)
