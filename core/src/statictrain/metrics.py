@@ -47,6 +47,13 @@ TRAIN_RECOMPILES = "statictrain_train_recompiles"
 TRAIN_MFU_RATIO = "statictrain_train_mfu_ratio"
 TRAIN_SECONDS_SINCE_LAST_STEP = "statictrain_train_seconds_since_last_step"
 
+# DCGM-exporter-compatible series (sidecar, optional: STATICTRAIN_SIDECAR_DCGM), named and scaled
+# as dcgm-exporter does, so its dashboards work. DCGM_FI_PROF_GR_ENGINE_ACTIVE is not exported:
+# NVML gives it only through GPM, which the sidecar does not read (never approximated).
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent 0-100
+DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"  # watts
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
+
 # --- operator: cost (labels job_name, namespace, commit, team)
 JOB_COST_USD_TOTAL = "statictrain_job_cost_usd_total"
 JOB_IDLE_COST_USD_TOTAL = "statictrain_job_idle_cost_usd_total"

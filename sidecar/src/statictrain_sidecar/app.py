@@ -155,6 +155,7 @@ def build(settings: Settings, nvml: NvmlApi | None, clocks: Clocks | None = None
             feed,
             version=_version(),
             profile_outcomes=(lambda: dict(profiles.outcomes)) if profiles is not None else None,
+            dcgm=settings.dcgm,
         )
     )
     tasks: list[tuple[str, Callable[[], None]]] = [

@@ -6,9 +6,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from statictrain import channel
+from prometheus_client import CollectorRegistry
+from statictrain import channel, metrics
+from statictrain_sidecar.collector import DCGM_METRICS, SidecarCollector
 from statictrain_sidecar.nvml import GpuSampler
 from statictrain_sidecar.pod_gpus import published_gpus, reader
+from statictrain_sidecar.settings import Identity
+from statictrain_sidecar.training import TrainingFeed, TrainingState
 
 U0 = "GPU-aaaaaaaa-0000-0000-0000-000000000000"
 U1 = "GPU-bbbbbbbb-1111-1111-1111-111111111111"
@@ -71,3 +75,30 @@ def test_malformed_files_are_left_out(tmp_path: Path) -> None:
 def test_decode_gpu_errors(text: str, error: str) -> None:
     with pytest.raises(channel.MalformedRecord, match=error):
         channel.decode_gpu(text)
+
+
+def test_dcgm_series_only_when_enabled(fake_nvml: Any) -> None:
+    identity = Identity("j", "ns", "c", "t", "j-worker-0", "uid")
+    for enabled in (False, True):
+        sampler = GpuSampler(fake_nvml())
+        sampler.open()
+        registry = CollectorRegistry(auto_describe=False)
+        feed = TrainingFeed(None, TrainingState(0.0), lambda: 0.0)
+        registry.register(SidecarCollector(identity, sampler, feed, version="t", dcgm=enabled))
+        labels = {"gpu": "1", "UUID": U1, "device": "nvidia1", "modelName": "NVIDIA H200", "namespace": "ns",
+                  "pod": "j-worker-0"}  # fmt: skip
+        util = registry.get_sample_value(metrics.DCGM_GPU_UTIL, labels)
+        if not enabled:
+            assert util is None
+            continue
+        assert util == pytest.approx(10.0)  # fake GPU 1: 10 % (0.10 as a ratio)
+        assert registry.get_sample_value(metrics.DCGM_POWER_USAGE, labels) == pytest.approx(100.0)
+        assert registry.get_sample_value(metrics.DCGM_FB_USED, labels) == pytest.approx(60 * 1024)
+        assert set(DCGM_METRICS) == {metrics.DCGM_GPU_UTIL, metrics.DCGM_POWER_USAGE, metrics.DCGM_FB_USED}
+
+
+def test_readme_lists_the_dcgm_series() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "sidecar" / "README.md").read_text()
+    for name in DCGM_METRICS:
+        assert f"| `{name}` |" in readme
+    assert "`DCGM_FI_PROF_GR_ENGINE_ACTIVE` is not exported" in readme
