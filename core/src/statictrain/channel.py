@@ -29,6 +29,10 @@ STEPS_FILE = "steps.jsonl"
 REQUESTS_DIR = "requests"
 PROFILES_DIR = "profiles"
 GPUS_DIR = "gpus"
+CACHE_STATUSES = ("hit", "miss_empty", "miss_other_environment", "load_failed", "no_artifacts", "off")
+"""Values of StepRecord.cache_status (a sidecar labels any other value ``other``)."""
+MAX_STR_CHARS = 64
+"""Longest text field value accepted in a record."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,9 @@ class StepRecord:
     """Seconds spent compiling so far in this process (first step(s) mostly)."""
     cache_hit: bool = False
     """Whether the compile cache was found and loaded at start."""
+    cache_status: str = ""
+    """Why: hit, miss_empty, miss_other_environment, load_failed, no_artifacts, off (no cache
+    directory or eager); empty from older trainers."""
     graph_breaks: int = 0
     recompiles: int = 0
     mfu: float = math.nan
@@ -104,6 +111,10 @@ def decode(line: str) -> StepRecord:
                     raise TypeError
             elif typ == "bool":
                 if not isinstance(value, bool):
+                    raise TypeError
+                kwargs[name] = value
+            elif typ == "str":
+                if not isinstance(value, str) or len(value) > MAX_STR_CHARS:
                     raise TypeError
                 kwargs[name] = value
         except (TypeError, ValueError):

@@ -42,6 +42,7 @@ TRAIN_TOKENS_PER_SECOND = "statictrain_train_tokens_per_second"
 TRAIN_LOSS = "statictrain_train_loss"
 TRAIN_COMPILE_SECONDS = "statictrain_train_compile_seconds"
 TRAIN_COMPILE_CACHE_HIT = "statictrain_train_compile_cache_hit"
+TRAIN_COMPILE_CACHE_STATUS = "statictrain_train_compile_cache_status"  # label status: hit | miss_empty | ...
 TRAIN_GRAPH_BREAKS = "statictrain_train_graph_breaks"
 TRAIN_RECOMPILES = "statictrain_train_recompiles"
 TRAIN_MFU_RATIO = "statictrain_train_mfu_ratio"

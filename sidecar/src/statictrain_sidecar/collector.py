@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from statictrain import metrics
+from statictrain.channel import CACHE_STATUSES
 
 from .nvml import GpuReading, GpuSampler, Value
 from .settings import Identity
@@ -210,6 +211,14 @@ class SidecarCollector(Collector):
             "1 when the compile cache was found and loaded.",
             1.0 if r.cache_hit else 0.0,
         )
+        status = GaugeMetricFamily(
+            metrics.TRAIN_COMPILE_CACHE_STATUS,
+            "1, labelled with why the compile cache hit or missed (unknown: the trainer did not say).",
+            labels=self._labels("status"),
+        )
+        known = r.cache_status if r.cache_status in CACHE_STATUSES else ("other" if r.cache_status else "unknown")
+        status.add_metric([*base, known], 1.0)
+        yield status
         yield from gauge(
             metrics.TRAIN_GRAPH_BREAKS, "torch.compile graph breaks in this process.", r.graph_breaks
         )
@@ -269,6 +278,7 @@ EXPORTED_METRICS: tuple[str, ...] = (
     metrics.TRAIN_LOSS,
     metrics.TRAIN_COMPILE_SECONDS,
     metrics.TRAIN_COMPILE_CACHE_HIT,
+    metrics.TRAIN_COMPILE_CACHE_STATUS,
     metrics.TRAIN_GRAPH_BREAKS,
     metrics.TRAIN_RECOMPILES,
     metrics.TRAIN_MFU_RATIO,

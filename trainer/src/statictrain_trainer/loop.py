@@ -440,6 +440,7 @@ class Trainer:
             loss=loss,
             compile_seconds=counts.compile_seconds,
             cache_hit=bool(self.cache_load and self.cache_load.hit),
+            cache_status=self.cache_load.status if self.cache_load is not None else "off",
             graph_breaks=counts.graph_breaks,
             recompiles=counts.recompiles,
             mfu=mfu(self.workload.flops_per_sample, samples_per_s, self.peak, self.ctx.world_size),
