@@ -64,11 +64,28 @@ PARITY: list[list[tuple[str, dict[str, str]]]] = [
 ]  # fmt: skip
 
 
+def safe_name(name: str) -> str:
+    return name.replace("@", "-b").replace("+", "-").replace(" ", "_")
+
+
+def collect(work: Path, names: list[str]) -> list[dict[str, Any]]:
+    """Results already in ``work`` (a run stopped by its time limit), under their configuration names."""
+    found = []
+    for name in names:
+        path = work / f"{safe_name(name)}.json"
+        if path.is_file():
+            data: dict[str, Any] = json.loads(path.read_text())
+            found.append({**data, "name": name})
+        else:
+            found.append({"name": name, "ok": False, "error": "not run: the bench's time limit came first"})
+    return found
+
+
 def run_one(
     args: argparse.Namespace, name: str, env_over: dict[str, str], *, gpu: int, profile: bool, entry: str, steps: int
 ) -> dict[str, Any]:
     work: Path = args.workdir
-    safe = name.replace("@", "-b").replace("+", "-").replace(" ", "_")
+    safe = safe_name(name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATICTRAIN_")}
     env.update(SAFE_NCCL)
     env.update({
@@ -113,6 +130,9 @@ def main() -> int:
     p.add_argument("--parity-steps", type=int, default=200)
     p.add_argument("--parity-batch", type=int, default=8)
     p.add_argument("--small", action="store_true", help="CPU-sized model (a dry run of this script)")
+    p.add_argument("--collect", action="store_true", help="only summarize the runs already in --workdir")
+    p.add_argument("--run-command", default="", help="with --collect: the command that made the runs")
+    p.add_argument("--run-torch", default="", help="with --collect: the torch version the runs printed")
     args = p.parse_args()
     args.workdir.mkdir(parents=True, exist_ok=True)
     gpus = max(1, torch.cuda.device_count())
@@ -136,32 +156,39 @@ def main() -> int:
                 results.append(r)
 
     t0 = time.perf_counter()
-    threads = [threading.Thread(target=queue, args=(q, i)) for i, q in enumerate(queues)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    if args.collect:
+        results.extend(collect(args.workdir, [item[0] for q in queues for item in q]))
+    else:
+        threads = [threading.Thread(target=queue, args=(q, i)) for i, q in enumerate(queues)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
     parity = [r for r in results if r["name"].startswith("parity")]
     results = [r for r in results if not r["name"].startswith("parity")]
     tail = 50
     base = next((r for r in parity if r.get("name") == "parity eager bf16" and r.get("ok")), None)
     parity_summary = {}
     for r in parity:
-        if r.get("ok") and base is not None:
+        if r.get("ok") and base is not None and "losses" in r:
             parity_summary[r["name"]] = {
                 "loss_mean_last_50": statistics.fmean(r["losses"][-tail:]),
                 "minus_eager_bf16": statistics.fmean(r["losses"][-tail:]) - statistics.fmean(base["losses"][-tail:]),
                 "loss_first": r["losses"][0],
             }
     out = {
-        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv),
-        "torch": torch.__version__,
-        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
+        "command": args.run_command if args.collect else "python " + " ".join(shlex.quote(a) for a in sys.argv),
+        "summarized_by": "python " + " ".join(shlex.quote(a) for a in sys.argv) if args.collect else "",
+        "torch": args.run_torch if args.collect else torch.__version__,
+        "gpu": next((r["device"] for r in results if "device" in r), "cpu"),
         "gpus_used": gpus,
         "assumption": "configurations ran two at a time, one per GPU of one host; compile caches shared "
         "within a queue (compile times not comparable); GPT-2 124M, bf16 autocast, random tokens",
         "seconds": time.perf_counter() - t0,
-        "runs": sorted(results, key=lambda r: r["name"]),
+        "runs": sorted(
+            ({k: v for k, v in r.items() if k not in ("losses", "step_seconds")} for r in results),
+            key=lambda r: r["name"],
+        ),
         "parity": parity_summary,
         "parity_runs": [{k: v for k, v in r.items() if k != "step_seconds"} for r in parity],
     }

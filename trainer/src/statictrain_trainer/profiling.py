@@ -33,8 +33,8 @@ KERNEL_CATEGORIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("matmul", ("gemm", "cutlass", "xmma", "nvjet", "matmul", "_mm_", "sm90_", "cublas")),
     ("optimizer", ("adam", "multi_tensor", "foreach")),
     ("loss", ("cross_entropy", "log_softmax", "nll_loss", "logsumexp", "softmax")),
-    ("copy", ("memcpy", "memset", "copy_")),
     ("fused_elementwise", ("triton_",)),
+    ("copy", ("memcpy", "memset", "copy_kernel")),
 )
 
 

@@ -99,6 +99,7 @@ def run_trial(settings: TrainerSettings, steps: int, warmup: int, profile_dir: P
             "precision": settings.precision,
             "workload": workload.name,
             "device": torch.cuda.get_device_name(ctx.device) if ctx.device.type == "cuda" else "cpu",
+            "torch": torch.__version__,
         }
     )
     return out
