@@ -10,6 +10,9 @@ Every figure comes from a fresh process running ``python -m statictrain_trainer.
   NCCL), the 2-GPU run once per bucket size of --ddp-buckets (the fastest is
   kept, bucket_tune.pick): scaling efficiency = tokens/s on 2 / (2 x tokens/s on 1).
 - autotune: the runtime's autotuner within a budget; its pick and what it measured.
+- parity: loss after --parity-steps steps on learnable token chains (examples/gpt2.py
+  build_chain) for bf16 eager (seeds 0 and 1: the noise) and each compile mode the tuner
+  may pick; with 2+ GPUs it runs on the last GPU while the autotune phase runs on GPU 0.
 
 Time to first step is the runtime's setup (from the Trainer's construction:
 model to device, optimizer, compile-cache load, torch.compile wrapper) plus
@@ -34,6 +37,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -66,11 +70,13 @@ def base_env(args: argparse.Namespace, work: Path, name: str) -> dict[str, str]:
     return env
 
 
-def trial(args: argparse.Namespace, env: dict[str, str], work: Path, name: str, nproc: int = 1) -> dict[str, Any]:
+def trial(
+    args: argparse.Namespace, env: dict[str, str], work: Path, name: str, *, nproc: int = 1, steps: int = 0
+) -> dict[str, Any]:
     """Run one trial process (or torchrun group) and return its JSON result, with wall time."""
     result = work / f"{name}.json"
     module = ["-m", "statictrain_trainer.trial", "--result", str(result)]
-    module += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
+    module += ["--steps", str(steps or args.steps), "--warmup", str(args.warmup)]
     if nproc == 1:
         cmd = [sys.executable, *module]
         env = {**env, envvars.WORLD_SIZE: "1", "RANK": "0", "LOCAL_RANK": "0"}
@@ -252,6 +258,52 @@ def levers_settings(args: argparse.Namespace) -> TrainerSettings:
     return TrainerSettings(entrypoint=args.entrypoint, precision=args.precision, fp8=True)
 
 
+PARITY_MODES: tuple[tuple[str, dict[str, str]], ...] = (
+    ("eager", {envvars.COMPILE_MODE: "none"}),
+    ("eager_seed1", {envvars.COMPILE_MODE: "none", envvars.SEED: "1"}),
+    ("default", {envvars.COMPILE_MODE: "default"}),
+    ("reduce-overhead", {envvars.COMPILE_MODE: "reduce-overhead"}),
+)
+
+
+def phase_parity(args: argparse.Namespace, work: Path, out: dict[str, Any], gpu: int | None = None) -> None:
+    """Final loss of each option against bf16 eager; the seed-1 eager run gives the noise."""
+    entry = (
+        args.entrypoint.rsplit(":", 1)[0] + ":build_chain" if args.parity_entrypoint == "" else args.parity_entrypoint
+    )
+    runs: dict[str, dict[str, Any]] = {}
+    for name, over in PARITY_MODES:
+        env = {
+            **base_env(args, work, f"parity-{name}"),
+            envvars.ENTRYPOINT: entry,
+            envvars.BATCH_SIZE: str(args.parity_batch),
+            **over,
+        }
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        runs[name] = trial(args, env, work, f"parity_{name}", steps=args.parity_steps)
+    tail: int = min(50, int(args.parity_steps))
+
+    def final(r: dict[str, Any]) -> float:
+        return float(sum(r["losses"][-tail:])) / tail
+
+    base = final(runs["eager"])
+    noise = abs(final(runs["eager_seed1"]) - base)
+    out["parity"] = {
+        "workload": entry,
+        "steps": args.parity_steps,
+        "batch": args.parity_batch,
+        "loss_first": runs["eager"]["losses"][0],
+        "final_loss_mean_last_steps": tail,
+        "eager_bf16": base,
+        "noise_eager_seed0_vs_seed1": noise,
+        "minus_eager_bf16": {n: final(r) - base for n, r in runs.items() if n != "eager"},
+        "within_noise": {
+            n: abs(final(r) - base) <= noise for n, r in runs.items() if n not in ("eager", "eager_seed1")
+        },
+    }
+
+
 def machine() -> dict[str, Any]:
     info: dict[str, Any] = {
         "hostname": platform.node(),
@@ -275,7 +327,7 @@ def machine() -> dict[str, Any]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--phase", nargs="+", choices=["single", "ddp", "autotune"], required=True)
+    p.add_argument("--phase", nargs="+", choices=["single", "ddp", "autotune", "parity"], required=True)
     p.add_argument("--out", type=Path, required=True, help="JSON to merge results into")
     p.add_argument("--entrypoint", default="statictrain_trainer.examples.gpt2:build")
     p.add_argument("--precision", default="bf16")
@@ -289,16 +341,40 @@ def main() -> int:
     p.add_argument("--deadline-s", type=float, default=0.0, help="shrink the tuner's budget to end by then")
     p.add_argument("--peak-tflops", type=float, default=0.0, help="override (CPU dry runs)")
     p.add_argument("--master-port", type=int, default=29517)
+    p.add_argument("--parity-steps", type=int, default=200)
+    p.add_argument("--parity-batch", type=int, default=8)
+    p.add_argument("--parity-entrypoint", default="", help="default: the entrypoint's module, function build_chain")
     p.add_argument("--workdir", type=Path, default=None, help="keep trial logs here (default: a temp dir)")
     args = p.parse_args()
     args.started = time.perf_counter()
     out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
     work = args.workdir or Path(tempfile.mkdtemp(prefix="trainer-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    phases = {"single": phase_single, "ddp": phase_ddp, "autotune": phase_autotune}
-    for name in args.phase:
+    phases = {"single": phase_single, "ddp": phase_ddp, "autotune": phase_autotune, "parity": phase_parity}
+    order = list(args.phase)
+    beside: threading.Thread | None = None
+    beside_out: dict[str, Any] = {}
+    if "parity" in order and "autotune" in order and torch.cuda.device_count() >= 2:
+        # Parity on the last GPU while the tuner works on GPU 0 (its trials' compile times are
+        # then not cold-machine figures; the tuner compares them with each other only).
+        order.remove("parity")
+
+        def parity_beside() -> None:
+            try:
+                phase_parity(args, work, beside_out, gpu=torch.cuda.device_count() - 1)
+            except BaseException as e:  # a failed trial raises SystemExit; keep the rest
+                beside_out["parity_error"] = f"{type(e).__name__}: {e}"
+
+        beside = threading.Thread(target=parity_beside, name="parity")
+    for name in order:
         t0 = time.perf_counter()
+        if name == "autotune" and beside is not None:
+            beside.start()
         phases[name](args, work, out)
+        if name == "autotune" and beside is not None:
+            beside.join()
+            out.update(beside_out)
+            out.setdefault("commands", {})["parity"] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
         print(f"phase {name}: {time.perf_counter() - t0:.0f} s", flush=True)
         commands = out.setdefault("commands", {})
         commands[name] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
@@ -315,7 +391,7 @@ def main() -> int:
     summary = {k: out.get(k) for k in (
         "eager_tok_s", "compiled_tok_s", "compiled_over_eager", "autotuned_tok_s", "autotuned_mfu",
         "autotuned_choice", "first_step_cold_s", "first_step_warm_s", "warm_over_cold",
-        "ddp2_scaling_efficiency", "ddp_bucket_cap_mb", "torch", "gpu",
+        "ddp2_scaling_efficiency", "ddp_bucket_cap_mb", "parity", "torch", "gpu",
     )}  # fmt: skip
     print(json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
     return 0
