@@ -83,10 +83,10 @@ def encode(record: StepRecord) -> str:
     return json.dumps(data, separators=(",", ":")) + "\n"
 
 
-def decode(line: str) -> StepRecord:
-    """Parse one line; raise MalformedRecord with the reason on any problem."""
+def _object(text: str) -> dict[str, Any]:
+    """A JSON object of a schema version this code reads; MalformedRecord with the reason otherwise."""
     try:
-        raw: Any = json.loads(line)
+        raw: Any = json.loads(text)
     except ValueError as e:
         raise MalformedRecord(f"not JSON: {e}") from None
     if not isinstance(raw, dict):
@@ -94,6 +94,12 @@ def decode(line: str) -> StepRecord:
     version = raw.get("v", SCHEMA_VERSION)
     if not isinstance(version, int) or version < 1 or version > SCHEMA_VERSION:
         raise MalformedRecord(f"unsupported schema version {version!r}")
+    return raw
+
+
+def decode(line: str) -> StepRecord:
+    """Parse one line; raise MalformedRecord with the reason on any problem."""
+    raw = _object(line)
     kwargs: dict[str, Any] = {}
     for name, f in _FIELDS.items():
         if name not in raw:
@@ -134,15 +140,7 @@ def encode_gpu(uuid: str, local_rank: int) -> str:
 
 def decode_gpu(text: str) -> str:
     """The GPU UUID of one ``gpus/*.json`` file; MalformedRecord with the reason otherwise."""
-    try:
-        raw: Any = json.loads(text)
-    except ValueError as e:
-        raise MalformedRecord(f"not JSON: {e}") from None
-    if not isinstance(raw, dict):
-        raise MalformedRecord("not a JSON object")
-    version = raw.get("v", SCHEMA_VERSION)
-    if not isinstance(version, int) or not 1 <= version <= SCHEMA_VERSION:
-        raise MalformedRecord(f"unsupported schema version {version!r}")
+    raw = _object(text)
     uuid = raw.get("uuid")
     if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")):
         raise MalformedRecord(f"uuid must be an NVML UUID (GPU-… or MIG-…), got {uuid!r}")
