@@ -365,14 +365,17 @@ def main() -> int:
             except BaseException as e:  # a failed trial raises SystemExit; keep the rest
                 beside_out["parity_error"] = f"{type(e).__name__}: {e}"
 
-        beside = threading.Thread(target=parity_beside, name="parity")
+        beside = threading.Thread(target=parity_beside, name="parity", daemon=True)
     for name in order:
         t0 = time.perf_counter()
         if name == "autotune" and beside is not None:
             beside.start()
         phases[name](args, work, out)
         if name == "autotune" and beside is not None:
-            beside.join()
+            left = args.deadline_s - (time.perf_counter() - args.started) if args.deadline_s else None
+            beside.join(None if left is None else max(1.0, left))
+            if beside.is_alive():
+                beside_out["parity_error"] = "not finished before the --deadline-s"
             out.update(beside_out)
             out.setdefault("commands", {})["parity"] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
         print(f"phase {name}: {time.perf_counter() - t0:.0f} s", flush=True)
