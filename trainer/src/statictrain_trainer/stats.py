@@ -13,7 +13,8 @@ from statictrain import channel
 
 def gpu_uuid(device: torch.device) -> str:
     """The NVML UUID (``GPU-…``) of a CUDA device, as the sidecar's NVML reports it."""
-    return f"GPU-{torch.cuda.get_device_properties(device).uuid}"
+    raw = str(torch.cuda.get_device_properties(device).uuid)
+    return raw if raw.startswith(("GPU-", "MIG-")) else f"GPU-{raw}"
 
 
 def publish_gpu(stats_dir: Path, local_rank: int, uuid: str) -> Path:
