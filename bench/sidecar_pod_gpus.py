@@ -54,8 +54,8 @@ def main() -> int:
     p.add_argument("--timeout", type=float, default=120.0)
     args = p.parse_args()
     truth = smi_uuids()
-    if len(truth) < 2:
-        raise SystemExit(f"needs 2+ GPUs, nvidia-smi lists {len(truth)}")
+    if args.gpu not in truth:
+        raise SystemExit(f"GPU {args.gpu} is not on this machine: nvidia-smi lists {sorted(truth)}")
     work = Path(tempfile.mkdtemp(prefix="pod-gpus-"))
     stats = work / "stats"
     base = {k: v for k, v in os.environ.items() if not k.startswith("STATICTRAIN_")}
@@ -78,6 +78,8 @@ def main() -> int:
         envvars.TERMINATION_LOG: str(work / "termination-log"),
     }
     result: dict[str, Any] = {"nvidia_smi": {str(k): v for k, v in truth.items()}, "trainer_gpu_index": args.gpu}
+    if len(truth) < 2:
+        result["scope"] = "one GPU only: shows the publish -> report path and the UUID format, not the exclusion of others"
     trainer: subprocess.Popen[str] | None = None
     try:
         deadline = time.monotonic() + args.timeout
