@@ -79,7 +79,7 @@ def main() -> int:
     }
     result: dict[str, Any] = {"nvidia_smi": {str(k): v for k, v in truth.items()}, "trainer_gpu_index": args.gpu}
     if len(truth) < 2:
-        result["scope"] = "one GPU only: shows the publish -> report path and the UUID format, not the exclusion of others"
+        result["scope"] = "one GPU only: the publish -> report path and the UUID format, not excluding others"
     trainer: subprocess.Popen[str] | None = None
     try:
         deadline = time.monotonic() + args.timeout
