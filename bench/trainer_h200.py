@@ -111,10 +111,13 @@ def slim(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def from_process_start(data: dict[str, Any]) -> float:
-    """Process start to the end of step 1: interpreter and imports (the process's wall time
-    outside the trial's main), the workload build, then the runtime's own time to first step."""
-    outside_main = data["process_wall_seconds"] - data["main_seconds"]
-    return float(outside_main + data["workload_build_seconds"] + data["time_to_first_step_seconds"])
+    """Process start to the end of step 1: interpreter start and imports (read from /proc by the trial
+    when it can; else the process's wall time outside the trial's main, which also holds process exit),
+    the workload build, then the runtime's own time to first step."""
+    before_main = data.get("process_start_to_main_seconds")
+    if before_main is None or not math.isfinite(before_main):
+        before_main = data["process_wall_seconds"] - data["main_seconds"]
+    return float(before_main + data["workload_build_seconds"] + data["time_to_first_step_seconds"])
 
 
 def shared_cache(work: Path) -> Path:
@@ -162,7 +165,8 @@ def phase_single(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> N
     out["warm_over_cold_from_process_start"] = from_process_start(warm) / from_process_start(cold)
     out["warm_start_breakdown_s"] = {
         name: {
-            "outside_main_interpreter_and_imports": r["process_wall_seconds"] - r["main_seconds"],
+            "process_start_to_main": r.get("process_start_to_main_seconds"),
+            "outside_main_incl_exit": r["process_wall_seconds"] - r["main_seconds"],
             "workload_build": r["workload_build_seconds"],
             **r["setup_breakdown"],
             "first_step": r["first_step_seconds"],

@@ -105,6 +105,18 @@ def run_trial(settings: TrainerSettings, steps: int, warmup: int, profile_dir: P
     return out
 
 
+def seconds_since_process_start() -> float:
+    """Wall seconds since this process started (Linux /proc; NaN elsewhere): interpreter start and imports."""
+    try:
+        btime = next(
+            float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime")
+        )
+        ticks = float(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        return time.time() - (btime + ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return math.nan
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--result", type=Path, required=True, help="JSON file to write (rank 0)")
@@ -114,8 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s trial %(levelname)s %(name)s: %(message)s")
     settings = settings_from_env(os.environ)
+    started = seconds_since_process_start()
     t0 = time.perf_counter()
     out = run_trial(settings, args.steps, args.warmup, args.profile)
+    out["process_start_to_main_seconds"] = started
     # The parent's wall time of this process minus this is interpreter start and imports.
     out["main_seconds"] = time.perf_counter() - t0
     if settings.rank == 0:
