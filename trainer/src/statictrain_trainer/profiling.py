@@ -75,6 +75,10 @@ def device_kernels(prof: profile) -> list[tuple[str, float]]:
     out = []
     for event in prof.events():
         device_type = getattr(event, "device_type", None)
+        # User annotations (e.g. "Optimizer.step#AdamW.step") also appear on the device timeline:
+        # they span kernels that are counted themselves.
+        if getattr(event, "is_user_annotation", False):
+            continue
         if device_type is not None and str(device_type).endswith("CUDA"):
             out.append((event.name, float(event.device_time)))
     return out
