@@ -3,8 +3,32 @@
 # into a cache outside the repository keyed by its version: kube-network-policies
 # (SIG Network's nftables + nfqueue NetworkPolicy agent). Re-running is a no-op on a
 # hit; two runs at once are safe (each builds into its own temporary folder).
+# It needs the kernel's nftables `queue` expression (CONFIG_NFT_QUEUE): where the
+# kernel refuses it (probed in a throwaway network namespace) the build is skipped,
+# saying why, and the script exits 0 printing nothing (STATICTRAIN_NETPOL_BUILD=always
+# builds anyway).
 # Usage: build-netpol.sh            (prints the bin folder on success)
 set -euo pipefail
+
+# enforcement_problem: empty when this kernel takes a kube-network-policies style rule.
+enforcement_problem() {
+  command -v nft >/dev/null || { echo "no nft command to probe the kernel (Debian package nftables)"; return; }
+  command -v unshare >/dev/null || { echo "no unshare command (util-linux)"; return; }
+  local out
+  out=$(unshare --net nft -f - 2>&1 <<'RULES'
+table inet statictrain_probe {
+  chain c { type filter hook postrouting priority 0; ip daddr 192.0.2.1 queue num 100 bypass; }
+}
+RULES
+) || echo "the kernel refuses nftables queue rules (needs CONFIG_NFT_QUEUE): ${out//$'\n'/ }"
+}
+if [ "${STATICTRAIN_NETPOL_BUILD:-auto}" != always ]; then
+  problem=$(enforcement_problem)
+  if [ -n "$problem" ]; then
+    echo "build-netpol: skipped, kube-network-policies cannot enforce on this machine: $problem" >&2
+    exit 0
+  fi
+fi
 
 KNP_VERSION=${KNP_VERSION:-v0.8.0}
 
