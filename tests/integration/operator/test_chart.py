@@ -238,7 +238,6 @@ def test_mutual_tls_gives_the_scheduler_a_client_certificate(cluster: Any) -> No
     sched = yaml.safe_load(next(iter(config["data"].values())))
     tls = sched["extenders"][0]["tlsConfig"]
     assert tls["certFile"] == "/etc/statictrain-extender-client/tls.crt" and tls["caFile"].endswith("ca.crt")
-    failed = cluster.helm(
-        "template", "st", str(CHART), "--kube-version", "1.34.0", "--set", "extender.tls.clientSecretName=x", check=False
-    )
+    args = ["template", "st", str(CHART), "--kube-version", "1.34.0", "--set", "extender.tls.clientSecretName=x"]
+    failed = cluster.helm(*args, check=False)
     assert failed.returncode != 0 and "needs extender.tls.secretName" in failed.stderr
