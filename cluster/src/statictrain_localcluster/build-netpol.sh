@@ -3,27 +3,30 @@
 # into a cache outside the repository keyed by its version: kube-network-policies
 # (SIG Network's nftables + nfqueue NetworkPolicy agent). Re-running is a no-op on a
 # hit; two runs at once are safe (each builds into its own temporary folder).
-# It needs the kernel's nftables `queue` expression (CONFIG_NFT_QUEUE): where the
-# kernel refuses it (probed in a throwaway network namespace) the build is skipped,
-# saying why, and the script exits 0 printing nothing (STATICTRAIN_NETPOL_BUILD=always
-# builds anyway).
+# It needs a kernel that puts packets on a netfilter queue: through nftables `queue`
+# rules (its own) or, where CONFIG_NFT_QUEUE is unset, an iptables NFQUEUE rule that
+# statictrain_localcluster.netpol installs instead. Where neither works (probed in a
+# throwaway network namespace) the build is skipped, saying why, and the script exits 0
+# printing nothing (STATICTRAIN_NETPOL_BUILD=always builds anyway).
 # Usage: build-netpol.sh            (prints the bin folder on success)
 set -euo pipefail
 
-# enforcement_problem: empty when this kernel takes a kube-network-policies style rule.
-enforcement_problem() {
-  command -v nft >/dev/null || { echo "no nft command to probe the kernel (Debian package nftables)"; return; }
+# queue_problem: empty when this kernel takes an nftables queue rule or an iptables NFQUEUE rule.
+queue_problem() {
   command -v unshare >/dev/null || { echo "no unshare command (util-linux)"; return; }
-  local out
-  out=$(unshare --net nft -f - 2>&1 <<'RULES'
+  local nft ipt
+  nft=$(command -v nft >/dev/null && unshare --net nft -f - 2>&1 <<'RULES'
 table inet statictrain_probe {
   chain c { type filter hook postrouting priority 0; ip daddr 192.0.2.1 queue num 100 bypass; }
 }
 RULES
-) || echo "the kernel refuses nftables queue rules (needs CONFIG_NFT_QUEUE): ${out//$'\n'/ }"
+) && return
+  ipt=$(command -v iptables >/dev/null && \
+        unshare --net iptables -A FORWARD -d 192.0.2.1 -j NFQUEUE --queue-num 100 --queue-bypass 2>&1) && return
+  echo "nftables queue rules refused (${nft//$'\n'/ }) and iptables NFQUEUE refused (${ipt//$'\n'/ })"
 }
 if [ "${STATICTRAIN_NETPOL_BUILD:-auto}" != always ]; then
-  problem=$(enforcement_problem)
+  problem=$(queue_problem)
   if [ -n "$problem" ]; then
     echo "build-netpol: skipped, kube-network-policies cannot enforce on this machine: $problem" >&2
     exit 0

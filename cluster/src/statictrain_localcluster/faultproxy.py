@@ -18,22 +18,21 @@ Decisions come from a seeded random generator; ``counts`` says what was done.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import random
 import ssl
-import tempfile
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import yaml
 
-__all__ = ["AFTER_WRITE", "FaultProxy", "write_kubeconfig"]
+__all__ = ["AFTER_WRITE", "ApiServer", "FaultProxy", "api_server", "write_kubeconfig"]
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 AFTER_WRITE = "after_write"
@@ -56,7 +55,10 @@ class FaultProxy:
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
         self._down = False
-        self._upstream, self._ssl, self._tmp = _upstream(kubeconfig)
+        api = api_server(kubeconfig)
+        self._upstream = (api.host, api.port)
+        self._ssl = ssl.create_default_context(cafile=api.ca_file)
+        self._ssl.load_cert_chain(api.cert_file, api.key_file)
         self._loop = asyncio.new_event_loop()
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -97,7 +99,6 @@ class FaultProxy:
         self._thread.join(30)
         self._loop.close()
         self._thread = None
-        self._tmp.cleanup()
 
     @contextlib.contextmanager
     def outage(self) -> Iterator[None]:
@@ -185,27 +186,29 @@ def _status_response(code: int) -> bytes:
     return head.encode() + body
 
 
-def _upstream(kubeconfig: Path) -> tuple[tuple[str, int], ssl.SSLContext, tempfile.TemporaryDirectory[str]]:
-    """(host, port) of the API server and a TLS context with the kubeconfig's CA and client certificate."""
+@dataclass(frozen=True)
+class ApiServer:
+    """Where a kubeconfig's API server is, and the files of its CA and client certificate."""
+
+    host: str
+    port: int
+    ca_file: str
+    cert_file: str
+    key_file: str
+
+
+def api_server(kubeconfig: Path) -> ApiServer:
+    """The first cluster and user of a kubeconfig that names its certificates by file (as kwokctl writes)."""
     cfg: dict[str, Any] = yaml.safe_load(kubeconfig.read_text())
     cluster = cfg["clusters"][0]["cluster"]
     user = cfg["users"][0]["user"]
-    tmp = tempfile.TemporaryDirectory(prefix="faultproxy-")
-
-    def path(key: str) -> str:
-        if key in cluster or key in user:
-            return str((cluster | user)[key])
-        data = base64.b64decode((cluster | user)[f"{key}-data"])
-        out = Path(tmp.name) / key
-        out.write_bytes(data)
-        return str(out)
-
-    ctx = ssl.create_default_context(cafile=path("certificate-authority"))
-    ctx.load_cert_chain(path("client-certificate"), path("client-key"))
     server = urlsplit(cluster["server"])
-    if server.hostname is None:
-        raise ValueError(f"{kubeconfig}: server {cluster['server']!r} has no host")
-    return (server.hostname, server.port or 443), ctx, tmp
+    try:
+        return ApiServer(server.hostname or "", server.port or 443, cluster["certificate-authority"],
+                         user["client-certificate"], user["client-key"])
+    except KeyError as e:
+        raise ValueError(f"{kubeconfig}: needs certificate-authority, client-certificate and client-key files "
+                         f"(missing {e})") from None
 
 
 def write_kubeconfig(proxy: FaultProxy, path: Path) -> Path:
