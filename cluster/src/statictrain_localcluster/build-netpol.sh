@@ -40,9 +40,7 @@ key="netpol-knp-${KNP_VERSION}_$(go env GOOS 2>/dev/null || echo linux)-$(go env
 want=(kube-network-policies)
 # shellcheck source=build-lib.sh
 . "$(dirname "$0")/build-lib.sh"
-tmp=$(mktemp -d "$cache_root/$key/build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-out="$tmp/bin"; mkdir -p "$out"
+begin_build
 
 step "kube-network-policies $KNP_VERSION"
 mkdir -p "$tmp/knp"
@@ -50,7 +48,4 @@ printf 'module statictrain.local/netpoltools\n\ngo 1.24\n' >"$tmp/knp/go.mod"
 (cd "$tmp/knp" && run go get "sigs.k8s.io/kube-network-policies@$KNP_VERSION" && \
    run go build -trimpath -ldflags "-s -w" -o "$out/kube-network-policies" sigs.k8s.io/kube-network-policies/cmd)
 
-printf '{"build_seconds": %s, "key": "%s"}\n' "$(( $(date +%s) - started ))" "$key" >"$out/build-time.json"
-mv -T "$out" "$bin" 2>/dev/null || true
-have_all || die "some binaries are missing from $bin after the build"
-echo "$bin"
+finish_build

@@ -93,6 +93,7 @@ class FaultProxy:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.sleep(0.1)  # the closed transports' callbacks run before the loop stops
 
         asyncio.run_coroutine_threadsafe(close(), self._loop).result(30)
         self._loop.call_soon_threadsafe(self._loop.stop)

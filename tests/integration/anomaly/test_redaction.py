@@ -9,10 +9,7 @@ the condition must still say which Prometheus failed (host and port).
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,30 +20,6 @@ from .helpers import condition, create_job, evaluator, events, free_port, get_jo
 pytestmark = pytest.mark.cluster
 
 SECRETS = ("s3cr3t-pass", "s3cr3t-token", "alice")
-
-
-@pytest.fixture
-def echoing_prometheus() -> Iterator[int]:
-    """Answers every query with 400 and an error quoting the request path (query string included)."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            self.rfile.read(int(self.headers.get("Content-Length") or 0))
-            body = json.dumps({"status": "error", "errorType": "bad_data", "error": f"at {self.path}"}).encode()
-            self.send_response(400)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture(params=["down", "rejecting"])

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,38 +19,30 @@ from statictrain_localcluster.faultproxy import AFTER_WRITE, FaultProxy, write_k
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
-def ns(cluster: LocalCluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
 def via(proxy: FaultProxy, cluster: LocalCluster, tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     kubeconfig = write_kubeconfig(proxy, tmp_path / f"proxy-{proxy.port}.kubeconfig")
     return subprocess.run([str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(kubeconfig), "--request-timeout=20s",
                            *args], capture_output=True, text=True, timeout=60, check=False)
 
 
-def configmaps(cluster: LocalCluster, ns: str) -> set[str]:
-    out = cluster.kubectl("get", "configmaps", "-n", ns, "-o", "json").stdout
+def configmaps(cluster: LocalCluster, namespace: str) -> set[str]:
+    out = cluster.kubectl("get", "configmaps", "-n", namespace, "-o", "json").stdout
     items: list[dict[str, Any]] = json.loads(out)["items"]
     return {c["metadata"]["name"] for c in items} - {"kube-root-ca.crt"}
 
 
 def test_without_faults_the_proxy_is_transparent_for_reads_writes_and_watches(
-    cluster: LocalCluster, ns: str, tmp_path: Path
+    cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     proxy = FaultProxy(cluster.kubeconfig).start()
     try:
-        assert via(proxy, cluster, tmp_path, "create", "configmap", "a", "-n", ns).returncode == 0
-        got = via(proxy, cluster, tmp_path, "get", "configmap", "a", "-n", ns, "-o", "jsonpath={.metadata.name}")
+        assert via(proxy, cluster, tmp_path, "create", "configmap", "a", "-n", namespace).returncode == 0
+        got = via(proxy, cluster, tmp_path, "get", "configmap", "a", "-n", namespace, "-o", "jsonpath={.metadata.name}")
         assert got.stdout == "a"
-        watch = via(proxy, cluster, tmp_path, "get", "configmaps", "-n", ns, "--watch", "--request-timeout=3s",
+        watch = via(proxy, cluster, tmp_path, "get", "configmaps", "-n", namespace, "--watch", "--request-timeout=3s",
                     "-o", "name")
         assert "configmap/a" in watch.stdout  # the streamed watch came through
-        assert configmaps(cluster, ns) == {"a"}
+        assert configmaps(cluster, namespace) == {"a"}
         assert proxy.counts["forward"] >= 3
     finally:
         proxy.stop()
@@ -61,32 +51,32 @@ def test_without_faults_the_proxy_is_transparent_for_reads_writes_and_watches(
 @pytest.mark.parametrize(("fault", "message"), [(429, "TooManyRequests"), (503, "ServiceUnavailable"),
                                                  (409, "Conflict")])
 def test_injected_write_faults_are_real_kubernetes_errors_and_change_nothing(
-    cluster: LocalCluster, ns: str, tmp_path: Path, fault: int, message: str
+    cluster: LocalCluster, namespace: str, tmp_path: Path, fault: int, message: str
 ) -> None:
     proxy = FaultProxy(cluster.kubeconfig, write_faults={fault: 1.0}).start()
     try:
-        out = via(proxy, cluster, tmp_path, "create", "configmap", "b", "-n", ns)
-        assert out.returncode != 0 and "injected by the fault proxy" in out.stderr
-        assert via(proxy, cluster, tmp_path, "get", "namespace", ns).returncode == 0  # reads pass
-        assert configmaps(cluster, ns) == set()
+        out = via(proxy, cluster, tmp_path, "create", "configmap", "b", "-n", namespace)
+        assert out.returncode != 0 and "injected by the fault proxy" in out.stderr and message in out.stderr
+        assert via(proxy, cluster, tmp_path, "get", "namespace", namespace).returncode == 0  # reads pass
+        assert configmaps(cluster, namespace) == set()
         assert proxy.counts[str(fault)] >= 1
     finally:
         proxy.stop()
 
 
 def test_after_write_fault_reports_failure_for_a_write_that_happened(
-    cluster: LocalCluster, ns: str, tmp_path: Path
+    cluster: LocalCluster, namespace: str, tmp_path: Path
 ) -> None:
     proxy = FaultProxy(cluster.kubeconfig, write_faults={AFTER_WRITE: 1.0}).start()
     try:
-        out = via(proxy, cluster, tmp_path, "create", "configmap", "c", "-n", ns)
+        out = via(proxy, cluster, tmp_path, "create", "configmap", "c", "-n", namespace)
         assert out.returncode != 0
-        assert configmaps(cluster, ns) == {"c"}  # it was created all the same
+        assert configmaps(cluster, namespace) == {"c"}  # it was created all the same
     finally:
         proxy.stop()
 
 
-def test_a_share_of_writes_fails_reproducibly_for_a_seed(cluster: LocalCluster, ns: str, tmp_path: Path) -> None:
+def test_a_share_of_writes_fails_reproducibly_for_a_seed(cluster: LocalCluster, namespace: str, tmp_path: Path) -> None:
     outcomes = []
     for _ in range(2):
         proxy = FaultProxy(cluster.kubeconfig, write_faults={503: 0.5}, seed=7).start()
@@ -97,13 +87,13 @@ def test_a_share_of_writes_fails_reproducibly_for_a_seed(cluster: LocalCluster, 
     assert outcomes[0] == outcomes[1] and {"503", "forward"} == set(outcomes[0])
 
 
-def test_an_outage_refuses_every_request_and_ends(cluster: LocalCluster, ns: str, tmp_path: Path) -> None:
+def test_an_outage_refuses_every_request_and_ends(cluster: LocalCluster, namespace: str, tmp_path: Path) -> None:
     proxy = FaultProxy(cluster.kubeconfig).start()
     try:
         with proxy.outage():
-            down = via(proxy, cluster, tmp_path, "get", "namespace", ns)
+            down = via(proxy, cluster, tmp_path, "get", "namespace", namespace)
             assert down.returncode != 0
-        assert via(proxy, cluster, tmp_path, "get", "namespace", ns).returncode == 0
+        assert via(proxy, cluster, tmp_path, "get", "namespace", namespace).returncode == 0
         assert proxy.counts["outage"] >= 1
     finally:
         proxy.stop()

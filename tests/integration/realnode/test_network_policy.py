@@ -15,7 +15,6 @@ policy allows does.
 from __future__ import annotations
 
 import sys
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -53,14 +52,6 @@ def enforcer(cluster: LocalCluster, real_node: str) -> Iterator[Enforcer]:
     e.stop()
 
 
-@pytest.fixture
-def ns(cluster: LocalCluster) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
 def pod(name: str, labels: dict[str, str], command: str, image: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
@@ -83,8 +74,9 @@ def chart_worker_policy(cluster: LocalCluster, ns: str) -> dict[str, Any]:
 
 
 def test_the_chart_s_worker_policy_is_enforced_with_real_traffic(
-    cluster: LocalCluster, enforcer: Enforcer, ns: str, tmp_path: Path
+    cluster: LocalCluster, enforcer: Enforcer, namespace: str, tmp_path: Path
 ) -> None:
+    ns = namespace
     kube = Kube(cluster, ns)
     busybox = cluster.node_images()["busybox"]
     kube.create(pod("worker", WORKER, SERVE, busybox))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import ssl
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -21,30 +23,32 @@ from statictrain_extender.state import ClusterState
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
 
+@contextlib.asynccontextmanager
+async def serving(server_ctx: ssl.SSLContext) -> AsyncIterator[int]:
+    """The real extender app over HTTPS on a free local port (an empty, synced node cache)."""
+    state = ClusterState()
+    state.replace_nodes([])
+    runner = web.AppRunner(build_app(state, frozenset({"s"}), Weights(), CollectorRegistry()))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx).start()
+    try:
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
+
+
 def make_cert(tmp_path: Path) -> tuple[Path, Path]:
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    return self_signed(tmp_path, "tls", "localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+
+
+def openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def self_signed(d: Path, name: str, cn: str, *extra: str) -> tuple[Path, Path]:
+    cert, key = d / f"{name}.crt", d / f"{name}.key"
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={cn}", *extra,
+            "-keyout", str(key), "-out", str(cert))
     return cert, key
 
 
@@ -53,24 +57,15 @@ def test_https_healthz(tmp_path: Path) -> None:
     server_ctx = tls_context(ExtenderSettings(tls_cert_file=str(cert), tls_key_file=str(key)))
     assert server_ctx is not None
     client_ctx = ssl.create_default_context(cafile=str(cert))
-    state = ClusterState()
-    state.replace_nodes([])
     seen: dict[str, int] = {}
 
     async def main() -> None:
-        runner = web.AppRunner(build_app(state, frozenset({"s"}), Weights(), CollectorRegistry()))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx)
-        await site.start()
-        port = runner.addresses[0][1]
-        try:
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(f"https://127.0.0.1:{port}/healthz", ssl=client_ctx) as resp,
-            ):
-                seen["status"] = resp.status
-        finally:
-            await runner.cleanup()
+        async with (
+            serving(server_ctx) as port,
+            aiohttp.ClientSession() as session,
+            session.get(f"https://127.0.0.1:{port}/healthz", ssl=client_ctx) as resp,
+        ):
+            seen["status"] = resp.status
 
     asyncio.run(main())
     assert seen["status"] == 200
@@ -86,28 +81,8 @@ def test_unreadable_certificate_is_a_settings_error(tmp_path: Path) -> None:
         tls_context(settings)
 
 
-def openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
 def make_ca(d: Path, name: str) -> tuple[Path, Path]:
-    cert, key = d / f"{name}.crt", d / f"{name}.key"
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        f"/CN={name}",
-        "-keyout",
-        str(key),
-        "-out",
-        str(cert),
-    )
-    return cert, key
+    return self_signed(d, name, name)
 
 
 def signed(d: Path, name: str, ca: tuple[Path, Path], san: str) -> tuple[Path, Path]:
@@ -150,17 +125,10 @@ def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_client_ca(tm
             ctx.load_cert_chain(str(cert[0]), str(cert[1]))
         return ctx
 
-    state = ClusterState()
-    state.replace_nodes([])
     seen: dict[str, object] = {}
 
     async def main() -> None:
-        runner = web.AppRunner(build_app(state, frozenset({"s"}), Weights(), CollectorRegistry()))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx)
-        await site.start()
-        port = runner.addresses[0][1]
-        try:
+        async with serving(server_ctx) as port:
             for who, cert in [("scheduler", scheduler), ("nobody", None), ("stranger", stranger)]:
                 try:
                     async with (
@@ -170,8 +138,6 @@ def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_client_ca(tm
                         seen[who] = r.status
                 except (aiohttp.ClientError, ssl.SSLError, ConnectionError) as err:
                     seen[who] = type(err).__name__
-        finally:
-            await runner.cleanup()
 
     asyncio.run(main())
     assert seen["scheduler"] == 200
