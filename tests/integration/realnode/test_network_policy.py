@@ -40,7 +40,9 @@ def enforcer(cluster: LocalCluster, real_node: str) -> Iterator[Enforcer]:
     hooks = kernel_queue_hooks()
     if hooks["nft"] and hooks["iptables"]:
         pytest.fail(f"this kernel puts no packets on a netfilter queue: {hooks}")
-    bin_dir = build_binaries(sys.stderr, "build-netpol.sh")
+    # built at cluster start (state.netpol_bin); a cluster started before that builds it now
+    built = cluster.state.netpol_bin
+    bin_dir = Path(built) if built else build_binaries(sys.stderr, "build-netpol.sh")
     e = Enforcer(cluster.root / "netpol", cluster.node().cfg, cluster.kubeconfig, bin_dir,  # type: ignore[arg-type]
                  cluster.kubectl)
     try:
