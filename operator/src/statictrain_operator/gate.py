@@ -22,7 +22,6 @@ __all__ = [
     "compare",
     "figures_from_report_json",
     "parse_max_regression",
-    "tokens_per_second_by_model",
 ]
 
 
@@ -152,20 +151,3 @@ def figures_from_report_json(docs: Iterable[Mapping[str, Any]], source: str = "r
             except (KeyError, TypeError, ValueError) as e:
                 raise ValueError(f"{source}: row {i} lacks a numeric usd/tokens or a commit ({e})") from None
     return {c: CommitFigures(c, usd[c], tokens[c]) for c in usd}
-
-
-def tokens_per_second_by_model(
-    rates: Iterable[tuple[Mapping[str, str], float]], models: Iterable[tuple[Mapping[str, str], str]]
-) -> dict[str, dict[str, float]]:
-    """commit -> GPU model -> mean tokens/s over pods.
-
-    ``rates``: (pod labels with commit and pod_uid, mean tokens/s of that pod);
-    ``models``: (labels with pod_uid, gpu_model) from the pod's GPU metrics.
-    A pod with no GPU metric counts under ``unknown``.
-    """
-    model_of = {lbl.get("pod_uid", ""): m for lbl, m in models}
-    acc: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    for lbl, v in rates:
-        if math.isfinite(v):
-            acc[lbl.get("commit", "")][model_of.get(lbl.get("pod_uid", ""), "unknown")].append(v)
-    return {c: {m: math.fsum(vs) / len(vs) for m, vs in sorted(ms.items())} for c, ms in acc.items()}

@@ -19,8 +19,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from statictrain import envconfig, metrics
-from statictrain.promql import range_duration, selector
+from statictrain import envconfig
 
 from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.gate import (
@@ -28,8 +27,8 @@ from statictrain_operator.gate import (
     compare,
     figures_from_report_json,
     parse_max_regression,
-    tokens_per_second_by_model,
 )
+from statictrain_operator.history import query_speed
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report
 
@@ -71,20 +70,13 @@ def figures_from_prometheus(reader: PromReader, window: ReportWindow, commits: l
         report = build_report(window, "commit", jobs, {}, filters={"commit": commits})
     except EmptyWindowError:
         return {}
-    span = range_duration((window.end - window.start).total_seconds())
-    sel = {"commit": commits}
-    rates = reader.query(
-        f"avg_over_time({selector(metrics.TRAIN_TOKENS_PER_SECOND, any_of=sel)}[{span}])", window.eval_end
+    speed = query_speed(
+        reader, {"commit": commits}, window.eval_end, (window.end - window.start).total_seconds(), "commit"
     )
-    gpus = reader.query(
-        f"count by (commit, pod_uid, gpu_model) "
-        f"(last_over_time({selector(metrics.GPU_MEMORY_TOTAL_BYTES, any_of=sel)}[{span}]))",
-        window.eval_end,
-    )
-    tps = tokens_per_second_by_model(
-        [(s.labels, s.samples[-1].v) for s in rates if s.samples],
-        [(s.labels, s.labels.get("gpu_model", "unknown")) for s in gpus],
-    )
+    tps = {
+        c: {m: sp.tokens_per_s for m, sp in models.items() if sp.tokens_per_s is not None}
+        for c, models in speed.items()
+    }
     return {row.key[0]: CommitFigures(row.key[0], row.usd, row.tokens, tps.get(row.key[0], {})) for row in report.rows}
 
 

@@ -20,9 +20,9 @@ from statictrain_operator.gate import (
     compare,
     figures_from_report_json,
     parse_max_regression,
-    tokens_per_second_by_model,
 )
 from statictrain_operator.gate_cli import run_gate
+from statictrain_operator.history import UNKNOWN_MODEL, Speed, per_model
 from statictrain_operator.report.model import ReportWindow, build_report
 from statictrain_operator.report.text import to_json
 
@@ -96,17 +96,19 @@ def test_parse_max_regression_rejects(text: str) -> None:
         parse_max_regression(text)
 
 
-def test_tokens_per_second_joins_pods_to_gpu_models() -> None:
-    rates = [
+def test_speed_joins_pods_to_gpu_models() -> None:
+    tps = [
         ({"commit": "c1", "pod_uid": "p1"}, 100.0),
         ({"commit": "c1", "pod_uid": "p2"}, 300.0),
         ({"commit": "c1", "pod_uid": "p3"}, 50.0),
         ({"commit": "c2", "pod_uid": "p4"}, 7.0),
+        ({"commit": "c2", "pod_uid": "p5"}, float("nan")),
     ]
+    steps = [({"commit": "c1", "pod_uid": "p1"}, 0.5), ({"commit": "c1", "pod_uid": "p2"}, 0.7)]
     models = [({"pod_uid": "p1"}, "H100"), ({"pod_uid": "p2"}, "H100"), ({"pod_uid": "p3"}, "L4")]
-    assert tokens_per_second_by_model(rates, models) == {
-        "c1": {"H100": 200.0, "L4": 50.0},
-        "c2": {"unknown": 7.0},
+    assert per_model(tps, steps, models, "commit") == {
+        "c1": {"H100": Speed(200.0, 0.6, 2), "L4": Speed(50.0, None, 1)},
+        "c2": {UNKNOWN_MODEL: Speed(7.0, None, 1)},
     }
 
 
