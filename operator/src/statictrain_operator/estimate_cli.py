@@ -206,7 +206,7 @@ def run_estimate(
             prom = reader or HttpPrometheus(args.prometheus_url, args.timeout)
             per = query_speed(prom, {"namespace": [ns], "job_name": jobs}, when.timestamp(), span, "namespace")
             speeds = speeds_by_family(per.get(ns, {}))
-            header.append(f"history: jobs {', '.join(jobs)} in {ns}, last {span / 86400:g} days, {args.prometheus_url}")
+            header.append(f"history: jobs {', '.join(jobs)} in {ns}, last {span / 3600:g} h, {args.prometheus_url}")
         except (PrometheusUnavailableError, PrometheusQueryError) as e:
             notes.append(f"measured history unavailable: {e}")
     options, more = estimate(shape, offers, speeds)

@@ -24,6 +24,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,11 @@ class Trainer:
                 f.flush()
 
 
+def running_worker(kube: Kube, job: str) -> dict[str, Any] | None:
+    pods = kube.list("pods", f"{labels.JOB}={job}")
+    return next((p for p in pods if p["status"].get("phase") == "Running"), None)
+
+
 @dataclass
 class Scenario:
     ns: str
@@ -129,13 +135,7 @@ def scenario(cluster: Any, crd: str, tmp_path_factory: pytest.TempPathFactory) -
             kube.apply(doc)
         fake = _fake_nvml_module()
         for role, name in jobs.items():
-            pod = wait_for(
-                lambda n=name: next(
-                    (p for p in kube.list("pods", f"{labels.JOB}={n}") if p["status"].get("phase") == "Running"), None
-                ),
-                f"a Running worker of {name}",
-                timeout=120,
-            )
+            pod = wait_for(partial(running_worker, kube, name), f"a Running worker of {name}", timeout=120)
             meta = pod["metadata"]
             stats = tmp / meta["name"]
             stats.mkdir()
@@ -188,10 +188,13 @@ def cli(cluster: Any, *args: str, stdin: str | None = None) -> subprocess.Comple
 # ---- the CI cost gate
 
 
-def test_gate_fails_the_slower_commit_and_passes_the_faster_one(cluster: Any, scenario: Scenario) -> None:
+def test_gate_fails_the_slower_commit_and_passes_the_faster_one(
+    cluster: Any, scenario: Scenario, tmp_path: Path
+) -> None:
     c = scenario.commits
     common = ["--max-regression", "5%", "--last", "15m", "--prometheus-url", cluster.prometheus_url]
     slow = cli(cluster, "gate", "--commit", c["slow"], "--baseline", c["fast"], *common)
+    (tmp_path / "gate-slow.txt").write_text(slow.stdout)  # kept with pytest's temporary files
     assert slow.returncode == 1, slow.stdout + slow.stderr
     line = next(ln for ln in slow.stdout.splitlines() if "$/1M tokens" in ln)
     assert line.split()[0] == "REGRESSION"
@@ -263,6 +266,7 @@ def test_estimate_uses_measured_history_and_says_which_figures_are_table_values(
         "--kubeconfig",
         str(cluster.kubeconfig),
     )
+    (tmp_path / "estimate.txt").write_text(r.stdout)  # kept with pytest's temporary files
     assert r.returncode == 0, r.stdout + r.stderr
     assert "accepted by the API server" in r.stdout
     assert f"history: jobs bench-fast, bench-slow, next-run in {scenario.ns}" in r.stdout
