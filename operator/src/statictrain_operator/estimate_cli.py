@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -25,9 +24,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
-from statictrain import envconfig, labels
+from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 
+from statictrain_operator.cli_args import add_prometheus_url
 from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.estimate import (
     Offer,
@@ -60,11 +60,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--region", help="with --catalog: only this region")
     p.add_argument("--offline", action="store_true", help="no API server: no validation (needs --nodes or --catalog)")
     p.add_argument("--history", type=_duration, help="how far back to look for measured speed (default 30d)")
-    p.add_argument(
-        "--prometheus-url",
-        default=os.environ.get(envconfig.PROMETHEUS_URL_ENV, "http://127.0.0.1:9090"),
-        help=f"Prometheus base URL (default ${envconfig.PROMETHEUS_URL_ENV} or http://127.0.0.1:9090)",
-    )
+    add_prometheus_url(p)
     p.add_argument("--no-history", action="store_true", help="do not ask Prometheus for measured history")
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus query")
     p.set_defaults(func=run_estimate)

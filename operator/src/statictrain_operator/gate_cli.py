@@ -14,13 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from statictrain import envconfig
-
+from statictrain_operator.cli_args import add_prometheus_url
 from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.gate import (
     CommitFigures,
@@ -54,11 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     )
     p.add_argument("--last", type=_duration, help="with Prometheus: window ending at --to (default 7d)")
     p.add_argument("--to", dest="end", type=_utc, help="window end, RFC 3339 UTC; default now")
-    p.add_argument(
-        "--prometheus-url",
-        default=os.environ.get(envconfig.PROMETHEUS_URL_ENV, "http://127.0.0.1:9090"),
-        help=f"Prometheus base URL (default ${envconfig.PROMETHEUS_URL_ENV} or http://127.0.0.1:9090)",
-    )
+    add_prometheus_url(p)
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus query")
     p.set_defaults(func=run_gate)
 
