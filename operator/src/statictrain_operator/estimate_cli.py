@@ -131,7 +131,7 @@ def _render(options: list[Option], notes: list[str], header: list[str]) -> str:
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = [*header]
+    lines = [*header, "order: cheapest $ to finish first, then by $/hour where the time is unknown (?)"]
     for r in rows:
         lines.append("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip())
     if not options:
