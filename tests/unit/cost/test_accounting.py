@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -105,23 +107,35 @@ class MemoryKube:
 
 
 class SeriesProm:
+    """Raw samples every 5 s of range selectors ``metric[Nms]`` evaluated at ``end - 1 ms``."""
+
     def __init__(self, down: bool = False) -> None:
         self.down = down
+        self.queries: list[str] = []
 
     def query(self, query: str, at: float) -> list[Series]:
-        return []
-
-    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
         if self.down:
             raise PrometheusUnavailableError("cannot reach Prometheus at http://x")
-        t = [start + i * step for i in range(int((end - start) / step))]
+        self.queries.append(query)
+        m = re.search(r"\[(\d+)ms\]$", query)
+        if m is None or query.startswith("last_over_time"):
+            return []
+        end = at + 0.001
+        start = end - int(m.group(1)) / 1000
+        t = [float(x) for x in range(math.ceil(start / 5) * 5, math.ceil(end), 5) if x < end]
         if "utilization" in query:  # job a busy, job b idle
             return [Series({"pod_uid": "u1", "gpu": g}, tuple(Sample(x, 0.9) for x in t)) for g in "01"] + [
                 Series({"pod_uid": "u2", "gpu": g}, tuple(Sample(x, 0.0) for x in t)) for g in "01"
             ]
-        if "tokens" in query:
-            return [Series({"pod_uid": "u1"}, tuple(Sample(x, 1000.0 * (x - start)) for x in t))]
+        if "tokens" in query:  # a counter since the pod started, 1000 tokens/s
+            return [Series({"pod_uid": "u1"}, tuple(Sample(x, 1000.0 * (x - POD_START)) for x in t))]
         return []
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        raise AssertionError("accounting reads raw samples, not resampled ranges")
+
+
+POD_START = datetime(2026, 2, 28, 23, 0, 0, tzinfo=UTC).timestamp()
 
 
 def make(prom: SeriesProm) -> tuple[Accountant, MemoryKube, Clock, CollectorRegistry]:

@@ -15,12 +15,17 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from statictrain import labels, metrics
 from statictrain.cost import Allocation, JobCost
+from statictrain.invariants import INVARIANTS, Check
 
 JOB_LABELS = list(labels.METRIC_LABELS)
 LabelValues = tuple[str, ...]
 
 _JOB_COUNTERS = {
-    metrics.JOB_COST_USD_TOTAL: "Allocated GPU cost of the job in USD",
+    metrics.JOB_COST_USD_TOTAL: "Allocated cost of the job's pods (GPU, CPU, memory) in USD",
+    metrics.JOB_GPU_COST_USD_TOTAL: "GPU part of the job's cost, USD",
+    metrics.JOB_CPU_COST_USD_TOTAL: "CPU part of the job's cost, USD",
+    metrics.JOB_MEMORY_COST_USD_TOTAL: "Memory part of the job's cost, USD",
+    metrics.JOB_LOST_STEPS_TOTAL: "Steps computed again after restarts",
     metrics.JOB_IDLE_COST_USD_TOTAL: "Cost of the job's allocated GPUs at ~0 utilization, USD",
     metrics.JOB_COMPILE_COST_USD_TOTAL: "Cost of the job's compile time, USD",
     metrics.JOB_LOST_WORK_COST_USD_TOTAL: "Cost of steps computed again after restarts, USD",
@@ -45,16 +50,27 @@ class CostMetrics:
         self._hourly: dict[LabelValues, float] = {}
         self._runs: dict[str, float] = defaultdict(float)
         self._flags: dict[tuple[str, ...], float] = defaultdict(float)
+        self._invariant_ok: dict[str, float] = {}
+        self._invariant_failures: dict[str, float] = dict.fromkeys(INVARIANTS, 0.0)
+        self._unpriced: set[tuple[str, str]] = set()
         if registry is not None:
             registry.register(self)
 
-    def add_run(self, jobs: list[JobCost], alloc: Allocation) -> None:
-        """Add one accounting run's job and node costs atomically."""
+    def add_run(self, jobs: list[JobCost], alloc: Allocation, checks: tuple[Check, ...] = ()) -> None:
+        """Add one accounting window's job and node costs and its invariant checks atomically."""
         with self._lock:
+            for chk in checks:
+                self._invariant_ok[chk.name] = 1.0 if chk.ok else 0.0
+                self._invariant_failures[chk.name] += 0.0 if chk.ok else 1.0
+            self._unpriced = {(p.split("/", 1)[0], p.split("/", 1)[-1]) for p in alloc.unpriced_pods}
             for job in jobs:
                 lv = (job.job, job.namespace, job.commit, job.team)
                 c = self._counters
                 c[metrics.JOB_COST_USD_TOTAL][lv] += float(job.usd)
+                c[metrics.JOB_GPU_COST_USD_TOTAL][lv] += float(job.gpu_usd)
+                c[metrics.JOB_CPU_COST_USD_TOTAL][lv] += float(job.cpu_usd)
+                c[metrics.JOB_MEMORY_COST_USD_TOTAL][lv] += float(job.memory_usd)
+                c[metrics.JOB_LOST_STEPS_TOTAL][lv] += job.lost_steps
                 c[metrics.JOB_IDLE_COST_USD_TOTAL][lv] += float(job.idle_usd)
                 c[metrics.JOB_COMPILE_COST_USD_TOTAL][lv] += float(job.compile_usd)
                 c[metrics.JOB_LOST_WORK_COST_USD_TOTAL][lv] += float(job.lost_usd)
@@ -99,6 +115,7 @@ class CostMetrics:
                 dict(self._runs),
             )
             flags = dict(self._flags)
+            inv_ok, inv_fail, unpriced = dict(self._invariant_ok), dict(self._invariant_failures), set(self._unpriced)
         for name, doc in _JOB_COUNTERS.items():
             fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=JOB_LABELS)
             for lv, v in sorted(counters.get(name, {}).items()):
@@ -133,6 +150,26 @@ class CostMetrics:
         for lv, v in sorted(flags.items()):
             flag_fam.add_metric(list(lv), v)
         yield flag_fam
+        g = GaugeMetricFamily(
+            metrics.COST_INVARIANT_OK, "1 when the last accounting window held the invariant", labels=["invariant"]
+        )
+        for name, v in sorted(inv_ok.items()):
+            g.add_metric([name], v)
+        yield g
+        inv = CounterMetricFamily(
+            metrics.COST_INVARIANT_FAILURES_TOTAL.removesuffix("_total"),
+            "Accounting windows in which the invariant failed",
+            labels=["invariant"],
+        )
+        for name, v in sorted(inv_fail.items()):
+            inv.add_metric([name], v)
+        yield inv
+        g = GaugeMetricFamily(
+            metrics.COST_UNPRICED_PODS, "Running worker pods whose node has no price", labels=["namespace", "pod"]
+        )
+        for ns, pod in sorted(unpriced):
+            g.add_metric([ns, pod], 1.0)
+        yield g
         runs_fam = CounterMetricFamily(
             metrics.COST_ACCOUNTING_RUNS_TOTAL.removesuffix("_total"), "Accounting runs", labels=["outcome"]
         )

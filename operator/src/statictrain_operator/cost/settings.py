@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from statictrain import envconfig
+from statictrain.cost import ResourcePrices
 from statictrain.money import parse_usd
 
 ENV_PREFIX = "STATICTRAIN_COST_"
@@ -26,7 +27,14 @@ class CostSettings:
     max_gap_s: float = 60.0
     """A utilization sample stands for at most this many seconds; longer gaps are flagged."""
     max_catchup_s: float = 3600.0
-    """After an operator restart, account at most this many seconds of the time it was down."""
+    """Longest accounting window: after an operator outage, the time it was down is caught up in full,
+    nodes and jobs alike, in windows of at most this many seconds."""
+    counter_lookback_s: float = 600.0
+    """How far before a window its counters' previous samples are read in the same query (longer gaps
+    cost one more query for the pods concerned)."""
+    price_split: str = "0.95,0.031611,0.004237"
+    """Weights ``gpu,cpu,memory`` (USD per GPU-, core-, GiB-hour) that split a node's price among its
+    resources in proportion to capacity x weight; default: OpenCost's default rates."""
     query_step_s: float = 5.0
     """Resolution of the Prometheus range queries of one accounting run."""
     default_gpu_hourly_usd: str = "4.00"
@@ -56,8 +64,21 @@ class CostSettings:
         parse_usd(
             self.default_gpu_hourly_usd, what="STATICTRAIN_COST_DEFAULT_GPU_HOURLY_USD", allow_zero=False
         )
+        _ = self.weights  # validates STATICTRAIN_COST_PRICE_SPLIT
+        if self.counter_lookback_s <= 0:
+            raise ValueError("STATICTRAIN_COST_COUNTER_LOOKBACK_S must be positive")
         if self.custom_prices_configmap and self.custom_prices_configmap.count("/") != 1:
             raise ValueError("STATICTRAIN_COST_CUSTOM_PRICES_CONFIGMAP must be written namespace/name")
+
+    @property
+    def weights(self) -> ResourcePrices:
+        parts = [p.strip() for p in self.price_split.split(",")]
+        if len(parts) != 3:
+            raise ValueError(
+                f"STATICTRAIN_COST_PRICE_SPLIT {self.price_split!r} must be three decimals gpu,cpu,memory"
+            )
+        g, c, m = (parse_usd(p, what="STATICTRAIN_COST_PRICE_SPLIT part") for p in parts)
+        return ResourcePrices(gpu=g, cpu=c, memory=m)
 
     @property
     def default_gpu_price(self) -> Decimal:
