@@ -57,7 +57,7 @@ NODE_HOURLY_COST_USD = "statictrain_node_hourly_cost_usd"
 JOB_COMPILE_COST_USD_TOTAL = "statictrain_job_compile_cost_usd_total"
 JOB_LOST_WORK_COST_USD_TOTAL = "statictrain_job_lost_work_cost_usd_total"
 JOB_TOKENS_TOTAL = "statictrain_job_tokens_total"  # tokens the accounting attributed to the job
-JOB_STEPS_TOTAL = "statictrain_job_steps_total"
+JOB_STEPS_TOTAL = "statictrain_job_steps_total"  # executed (mean over ranks); useful = this - lost steps
 NODE_COST_USD_TOTAL = "statictrain_node_cost_usd_total"  # label node
 NODE_IDLE_COST_USD_TOTAL = "statictrain_node_idle_cost_usd_total"  # label node: cost no pod was allocated
 JOB_GPU_COST_USD_TOTAL = "statictrain_job_gpu_cost_usd_total"  # the GPU part of the job cost

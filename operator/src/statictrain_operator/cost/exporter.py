@@ -31,7 +31,7 @@ _JOB_COUNTERS = {
     metrics.JOB_LOST_WORK_COST_USD_TOTAL: "Cost of steps computed again after restarts, USD",
     metrics.JOB_GPU_SECONDS_TOTAL: "Allocated GPU-seconds of the job",
     metrics.JOB_TOKENS_TOTAL: "Tokens attributed to the job by cost accounting",
-    metrics.JOB_STEPS_TOTAL: "Optimizer steps attributed to the job by cost accounting",
+    metrics.JOB_STEPS_TOTAL: "Optimizer steps the job executed (mean over ranks), recomputed ones included",
 }
 _NODE_COUNTERS = {
     metrics.NODE_COST_USD_TOTAL: "Node cost in USD",
@@ -76,7 +76,7 @@ class CostMetrics:
                 c[metrics.JOB_LOST_WORK_COST_USD_TOTAL][lv] += float(job.lost_usd)
                 c[metrics.JOB_GPU_SECONDS_TOTAL][lv] += float(job.gpu_seconds)
                 c[metrics.JOB_TOKENS_TOTAL][lv] += job.tokens
-                c[metrics.JOB_STEPS_TOTAL][lv] += job.steps
+                c[metrics.JOB_STEPS_TOTAL][lv] += job.executed_steps
                 for flag in job.flags:
                     self._flags[(*lv, flag)] += 1
             for n in alloc.nodes:
