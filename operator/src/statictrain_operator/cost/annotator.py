@@ -22,7 +22,7 @@ from statictrain.pricing import (
     LiveQuotes,
     NodeFacts,
     NodePrice,
-    capacity_type,
+    capacity_type_from_labels,
     price_node,
 )
 
@@ -58,7 +58,7 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
         name=meta.get("name", ""),
         instance_type=lab.get(labels.INSTANCE_TYPE) or lab.get("beta.kubernetes.io/instance-type"),
         region=lab.get(labels.REGION) or lab.get("failure-domain.beta.kubernetes.io/region"),
-        capacity_type=capacity_type(lab.get(labels.CAPACITY_TYPE)),
+        capacity_type=capacity_type_from_labels(lab),
         gpu_product=lab.get(labels.GPU_PRODUCT),
         gpu_count=_gpu_count(node),
         provider_id=(node.get("spec") or {}).get("providerID") or "",
