@@ -29,7 +29,7 @@ from importlib import resources
 from typing import Literal
 
 from statictrain import gpus
-from statictrain.money import parse_usd
+from statictrain.money import parse_usd, to_decimal
 
 __all__ = [
     "ON_DEMAND",
@@ -265,6 +265,10 @@ class FallbackPolicy:
     """Per-GPU hourly price used when nothing else is known about a node."""
     live_max_age: timedelta = timedelta(hours=24)
     """Live quotes older than this are still used but flagged stale."""
+    default_cpu_hourly_usd: Decimal = Decimal("0.031611")
+    """Per-core hourly price of a CPU-only node the catalog does not list (OpenCost's default), flagged."""
+    default_memory_gib_hourly_usd: Decimal = Decimal("0.004237")
+    """Per-GiB hourly price of a CPU-only node the catalog does not list (OpenCost's default), flagged."""
 
 
 @dataclass(frozen=True)
@@ -279,6 +283,10 @@ class NodeFacts:
     gpu_count: int
     provider_id: str = ""
     """spec.providerID, e.g. ``aws:///us-east-1a/i-0abc``."""
+    cpu: float = 0.0
+    """Allocatable CPU cores."""
+    memory_gib: float = 0.0
+    """Allocatable memory, GiB."""
 
 
 @dataclass(frozen=True)
@@ -366,10 +374,19 @@ def price_node(
         suspect = [p for p, e in rows if p is not None and e.flagged]
         if clean or suspect:
             p = Decimal(statistics.median(clean or suspect))
-            why = [f"{node.instance_type} not priced in region {node.region}; median of its other regions"]
+            notes = [f"{node.instance_type} not priced in region {node.region}; median of its other regions"]
             if not clean:
-                why.append("only catalog rows flagged as suspected data errors price it")
-            return _make(p, gpus, node, "fallback", why)
+                notes.append("only catalog rows flagged as suspected data errors price it")
+            return _make(p, gpus, node, "fallback", notes)
+
+    if gpus == 0 and (node.cpu > 0 or node.memory_gib > 0):
+        cpu_usd = policy.default_cpu_hourly_usd * to_decimal(node.cpu)
+        hourly = cpu_usd + policy.default_memory_gib_hourly_usd * to_decimal(node.memory_gib)
+        why = (
+            f"CPU-only node of instance type {node.instance_type!r} not in the GPU catalog; default rates "
+            f"{policy.default_cpu_hourly_usd}/core-h and {policy.default_memory_gib_hourly_usd}/GiB-h"
+        )
+        return _make(hourly, gpus, node, "fallback", [why])
 
     same_type = catalog.regions_of(node.instance_type) if node.instance_type else []
     gpu = node_gpu(node)

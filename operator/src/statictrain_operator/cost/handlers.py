@@ -122,7 +122,7 @@ class CostRuntime:
             ann = (node.get("metadata") or {}).get("annotations") or {}
             merged = {**ann, **{k: v for k, v in patches.get(facts.name, {}).items() if v is not None}}
             hourly = merged.get(labels.HOURLY_COST)
-            if hourly and facts.gpu_count > 0:
+            if hourly:
                 source = merged.get(labels.PRICE_SOURCE, "")
                 self.metrics.set_node_hourly(
                     facts.name, facts.instance_type or "", facts.capacity_type, source, float(hourly)
