@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = os.getloadavg()
     registry = CollectorRegistry()
-    cost_metrics = CostMetrics(registry)
+    cost_metrics = CostMetrics(registry)  # one exporter_start label for the whole run
     exporter_port = free_port()
     server, _ = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
     workdir = Path(tempfile.mkdtemp(prefix="st-bench-"))

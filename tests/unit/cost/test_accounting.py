@@ -146,7 +146,7 @@ def make(prom: SeriesProm) -> tuple[Accountant, MemoryKube, Clock, CollectorRegi
         prom=prom,
         catalog=parse_catalog(shipped_catalog_text()),
         settings=CostSettings(interval_s=60, query_step_s=5),
-        metrics=CostMetrics(reg),
+        metrics=CostMetrics(reg, started=0.0),
         clock=clock,
     )
     return acc, kube, clock, reg
@@ -173,13 +173,16 @@ def test_two_runs_accumulate_status_metrics_and_budget_once() -> None:
     assert "suspend" not in kube.jobs[("ns", "b")]["spec"]
     job_total = sum(
         reg.get_sample_value(
-            "statictrain_job_cost_usd_total", {"job_name": j, "namespace": "ns", "commit": c, "team": "t"}
+            "statictrain_job_cost_usd_total",
+            {"job_name": j, "namespace": "ns", "commit": c, "team": "t", "exporter_start": "0.000"},
         )
         or 0
         for j, c in (("a", "c1"), ("b", "c2"))
     )
-    node_total = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"}) or 0
-    idle_total = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"}) or 0
+    node_total = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1", "exporter_start": "0.000"}) or 0
+    idle_total = (
+        reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1", "exporter_start": "0.000"}) or 0
+    )
     assert abs((job_total + idle_total) / node_total - 1) < 1e-9
 
 
@@ -235,17 +238,17 @@ def test_pods_of_a_deleted_job_still_count_in_metrics() -> None:
     b = (
         reg.get_sample_value(
             "statictrain_job_cost_usd_total",
-            {"job_name": "b", "namespace": "ns", "commit": "c2", "team": "t"},
+            {"job_name": "b", "namespace": "ns", "commit": "c2", "team": "t", "exporter_start": "0.000"},
         )
         or 0
     )
     assert b == pytest.approx(0.15)
-    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"}) or 0
-    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"}) or 0
+    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1", "exporter_start": "0.000"}) or 0
+    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1", "exporter_start": "0.000"}) or 0
     a = (
         reg.get_sample_value(
             "statictrain_job_cost_usd_total",
-            {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"},
+            {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t", "exporter_start": "0.000"},
         )
         or 0
     )
@@ -260,6 +263,7 @@ def test_job_deleted_between_list_and_patch_does_not_stop_the_run() -> None:
     r = acc.run_once()
     assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
     a = reg.get_sample_value(
-        "statictrain_job_cost_usd_total", {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+        "statictrain_job_cost_usd_total",
+        {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t", "exporter_start": "0.000"},
     )
     assert a == pytest.approx(0.15) and r.job_costs[("ns", "a")].usd == Decimal("0.15")

@@ -249,3 +249,12 @@ def test_status_report_sums_lifetime_cost_and_recovers_tokens() -> None:
     assert [row.key for row in only_b.rows] == [("b", "j2"), ("b", "j3")]
     with pytest.raises(EmptyWindowError, match="no StaticTrainingJob matches"):
         status_report(jobs, "job", END, {"team": ["nobody"]})
+
+
+def test_operator_restart_starts_new_series_counted_in_full_even_above_the_old_value() -> None:
+    # the old operator reached 5 $ by 2 h and stopped; the new one (another exporter_start) catches up
+    # 3 h of an outage at once: its first value, 9 $, is above the old last value: no drop to detect
+    old = counter(lambda h: None if h > 2 else 2.5 * h, jl("a", "ns1", "c1") | {"exporter_start": "1"})
+    new = counter(lambda h: None if h < 3 else 9.0 + (h - 3), jl("a", "ns1", "c1") | {"exporter_start": "2"})
+    r = build_report(W, "job", {"usd": [old, new]}, {})
+    assert [round(row.usd, 9) for row in r.rows] == [5.0 + 10.0]

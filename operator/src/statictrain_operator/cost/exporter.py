@@ -8,6 +8,7 @@ invariant node cost = job cost + idle cost holds between any two scrapes.
 from __future__ import annotations
 
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterator
 
@@ -18,6 +19,8 @@ from statictrain.cost import Allocation, JobCost
 from statictrain.invariants import INVARIANTS, Check
 
 JOB_LABELS = list(labels.METRIC_LABELS)
+START_LABEL = "exporter_start"
+"""Label of the cost counters: when the exporting operator process started (see CostMetrics)."""
 LabelValues = tuple[str, ...]
 
 _JOB_COUNTERS = {
@@ -42,7 +45,12 @@ _NODE_COUNTERS = {
 class CostMetrics:
     """Totals since the operator started; register with ``registry.register`` (done in __init__)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, started: float | None = None) -> None:
+        """``started``: this exporter's start (Unix seconds; default now), the ``exporter_start`` label of
+        every cost counter, so an operator restart begins new series instead of resetting old ones: a
+        report then counts the new series from 0 even when its first value exceeds the old one's last
+        (a catch-up after an outage), where reset detection would miss it."""
+        self._start = f"{started if started is not None else time.time():.3f}"
         self._lock = threading.Lock()
         self._counters: dict[str, dict[LabelValues, float]] = defaultdict(lambda: defaultdict(float))
         self._per_1m: dict[LabelValues, float] = {}
@@ -117,14 +125,14 @@ class CostMetrics:
             flags = dict(self._flags)
             inv_ok, inv_fail, unpriced = dict(self._invariant_ok), dict(self._invariant_failures), set(self._unpriced)
         for name, doc in _JOB_COUNTERS.items():
-            fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=JOB_LABELS)
+            fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=[*JOB_LABELS, START_LABEL])
             for lv, v in sorted(counters.get(name, {}).items()):
-                fam.add_metric(list(lv), v)
+                fam.add_metric([*lv, self._start], v)
             yield fam
         for name, doc in _NODE_COUNTERS.items():
-            fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=["node"])
+            fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=["node", START_LABEL])
             for lv, v in sorted(counters.get(name, {}).items()):
-                fam.add_metric(list(lv), v)
+                fam.add_metric([*lv, self._start], v)
             yield fam
         g = GaugeMetricFamily(metrics.JOB_USD_PER_1M_TOKENS, "USD per million tokens so far", labels=JOB_LABELS)
         for lv, v in sorted(per_1m.items()):
@@ -159,10 +167,10 @@ class CostMetrics:
         inv = CounterMetricFamily(
             metrics.COST_INVARIANT_FAILURES_TOTAL.removesuffix("_total"),
             "Accounting windows in which the invariant failed",
-            labels=["invariant"],
+            labels=["invariant", START_LABEL],
         )
         for name, v in sorted(inv_fail.items()):
-            inv.add_metric([name], v)
+            inv.add_metric([name, self._start], v)
         yield inv
         g = GaugeMetricFamily(
             metrics.COST_UNPRICED_PODS, "Running worker pods whose node has no price", labels=["namespace", "pod"]
