@@ -267,3 +267,52 @@ def test_job_deleted_between_list_and_patch_does_not_stop_the_run() -> None:
         {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t", "exporter_start": "0.000"},
     )
     assert a == pytest.approx(0.15) and r.job_costs[("ns", "a")].usd == Decimal("0.15")
+
+
+def test_pod_and_node_deleted_between_runs_are_accounted_until_last_seen_then_forgotten() -> None:
+    acc, kube, clock, _ = make(SeriesProm())
+    acc.run_once()  # [T0-60, T0): both pods listed
+    kube.pods = [p for p in kube.pods if p["metadata"]["uid"] != "u2"]  # job b's pod deleted
+    clock.now += timedelta(seconds=60)
+    r = acc.run_once()  # [T0, T0+60): b's pod was last seen at T0: nothing more for it, but nothing lost
+    assert ("ns", "b") not in r.allocation.jobs and "u2" not in acc.ledger.pods
+    node = kube.nodes.pop()  # the node goes away
+    clock.now += timedelta(seconds=60)
+    r = acc.run_once()  # the node and job a's pod: accounted until last seen (T0+60), then forgotten
+    assert r.allocation.node_usd == 0 and node["metadata"]["name"] not in acc.ledger.nodes
+
+
+def test_a_pod_that_finished_and_vanished_keeps_its_finish_time() -> None:
+    acc, kube, clock, _ = make(SeriesProm())
+    acc.run_once()
+    done = kube.pods[1]
+    done["status"] |= {
+        "phase": "Succeeded",
+        "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-03-01T00:00:30Z"}}}],
+    }
+    acc.run_once()  # listed as finished at T0+30 (the run is at T0 again: nothing new)
+    kube.pods = kube.pods[:1]
+    clock.now += timedelta(seconds=60)
+    r = acc.run_once()  # [T0, T0+60): b ran 30 s of it
+    assert r.job_costs[("ns", "b")].usd == Decimal("0.075")
+
+
+def test_a_second_run_in_the_same_second_accounts_nothing_twice() -> None:
+    acc, kube, _, _ = make(SeriesProm())
+    acc.run_once()
+    again = acc.run_once()
+    assert again.windows == 0 and not again.job_costs
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000"
+
+
+def test_outage_is_caught_up_in_full_for_nodes_and_jobs_in_bounded_windows() -> None:
+    acc, kube, _, reg = make(SeriesProm())
+    for j in kube.jobs.values():
+        j["status"]["cost"]["updated"] = "2026-02-28T22:00:00Z"  # the operator was down for 2 hours
+    r = acc.run_once()
+    assert r.windows == 2  # max_catchup_s = 3600
+    assert r.allocation.node_usd == Decimal("36")  # the last window: one hour of the node
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "9.000000000"  # 2 GPUs x 4.5 $/h x 1 h (pod from 23:00)
+    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1", "exporter_start": "0.000"})
+    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1", "exporter_start": "0.000"})
+    assert node == pytest.approx(72.0) and idle == pytest.approx(72.0 - 18.0)  # 2 h of the node: jobs alike

@@ -38,6 +38,7 @@ from statictrain_operator.cost.inputs import (
     prev_query,
     usage_queries,
 )
+from statictrain_operator.cost.ledger import Ledger
 from statictrain_operator.cost.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.cost.status import accumulate, step_mark
@@ -101,6 +102,7 @@ class Accountant:
     metrics: CostMetrics
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     last_end: float | None = None
+    ledger: Ledger = field(default_factory=Ledger)
 
     def _price_now(self, facts: NodeFacts) -> Decimal:
         policy = FallbackPolicy(default_gpu_hourly_usd=self.settings.default_gpu_price)
@@ -122,15 +124,15 @@ class Accountant:
         pod_uids = {(p.namespace, p.name): p.uid for p in pods}
         return build_usage(window, series, pod_uids, prevs), ""
 
-    def _start(self, jobs: Sequence[Mapping[str, Any]], end: float) -> float:
+    def _start(self, jobs: Sequence[Mapping[str, Any]], end: float) -> float | None:
         """Start of this run: the previous run's end; after a restart, the newest status.cost.updated
-        (where the previous operator stopped), however long ago: the outage is caught up in full."""
-        if self.last_end is not None and self.last_end < end:
-            return self.last_end
-        marks = [parse_time(((j.get("status") or {}).get("cost") or {}).get("updated")) for j in jobs]
-        known = [m for m in marks if m is not None and m < end]
-        if known:
-            return max(known)
+        (where the previous operator stopped), however long ago: the outage is caught up in full.
+        None when that is not before ``end`` (nothing new to account)."""
+        if self.last_end is not None:
+            return self.last_end if self.last_end < end else None
+        marks = [m for j in jobs if (m := parse_time(((j.get("status") or {}).get("cost") or {}).get("updated")))]
+        if marks:
+            return max(marks) if max(marks) < end else None
         return end - self.settings.interval_s
 
     def _allocate(self, window: Window, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
@@ -152,16 +154,22 @@ class Accountant:
         end = float(int(now.timestamp()))  # whole seconds: status.cost.updated holds exactly this end
         jobs = {_key(j): j for j in self.kube.list_jobs()}
         start = self._start(list(jobs.values()), end)
-        nodes = [node_info(x, self._price_now, self.settings.weights) for x in self.kube.list_nodes()]
-        pods = [p for p in (pod_info(x) for x in self.kube.list_worker_pods()) if p is not None]
+        listed_nodes = [node_info(x, self._price_now, self.settings.weights) for x in self.kube.list_nodes()]
+        listed_pods = [p for p in (pod_info(x) for x in self.kube.list_worker_pods()) if p is not None]
+        pods, nodes, vanished = self.ledger.merge(listed_pods, listed_nodes, now.timestamp())
+        if vanished:
+            log.info("accounting what vanished since the last run, up to when it was last seen: %s", vanished)
         costs = {k: dict((j.get("status") or {}).get("cost") or {}) for k, j in jobs.items()}
-        cuts = windows(start, end, self.settings.max_catchup_s) or [Window(end - 1.0, end)]
+        if start is None:  # already accounted up to now (a second run within the same second)
+            return RunResult(Window(end - 1.0, end), allocate(Window(end - 1.0, end), [], []), {}, windows=0)
+        cuts = windows(start, end, self.settings.max_catchup_s)
         result: RunResult | None = None
         for window in cuts:
             result = self._run_window(window, jobs=jobs, costs=costs, nodes=nodes, pods=pods, previous=result)
         assert result is not None
         result.windows = len(cuts)
         self.last_end = end
+        self.ledger.prune(end, {p.uid for p in listed_pods}, {n.name for n in listed_nodes})
         for key, job in jobs.items():
             if key in result.patched:
                 self._after_window(job, costs[key], now, result, key)
