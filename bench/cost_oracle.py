@@ -662,6 +662,10 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------- the oracle (no product code)
 
+FIGURES = ("usd", "gpu_usd", "cpu_usd", "memory_usd", "idle_usd", "compile_usd", "lost_usd", "gpu_hours", "tokens",
+           "steps", "lost_steps")  # fmt: skip
+"""The report's figures per row that the oracle predicts."""
+
 
 def split(node: dict[str, Any], price: float) -> tuple[float, float, float]:
     cap = node["status"].get("allocatable") or node["status"]["capacity"]
@@ -686,22 +690,7 @@ def oracle(
     pod_usd_on: dict[str, float] = defaultdict(float)
     pod_rate: dict[str, float] = {}
     for key, (ns, _, ranks) in jobs.items():
-        row = dict.fromkeys(
-            (
-                "usd",
-                "gpu_usd",
-                "cpu_usd",
-                "memory_usd",
-                "idle_usd",
-                "compile_usd",
-                "lost_usd",
-                "gpu_hours",
-                "tokens",
-                "steps",
-                "lost_steps",
-            ),
-            0.0,
-        )
+        row = dict.fromkeys(FIGURES, 0.0)
         mine = [p for p in pods.values() if p["metadata"]["labels"][labels.JOB] == f"job-{key}"]
         for p in sorted(mine, key=lambda p: p["status"]["startTime"]):
             node = p["spec"]["nodeName"]
@@ -771,19 +760,6 @@ def oracle(
     return {"groups": {g: dict(v) for g, v in groups.items()}, "node_usd": node_usd, "node_idle_usd": node_idle}
 
 
-FIGURES = (
-    "usd",
-    "gpu_usd",
-    "cpu_usd",
-    "memory_usd",
-    "idle_usd",
-    "compile_usd",
-    "lost_usd",
-    "gpu_hours",
-    "tokens",
-    "steps",
-    "lost_steps",
-)
 
 
 def compare(result: dict[str, Any]) -> dict[str, Any]:
