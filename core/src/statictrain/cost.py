@@ -34,7 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 
-from statictrain.counters import Counter, Sample, held_mean, held_seconds, increase, latest_value
+from statictrain.counters import Counter, Increase, Sample, held_mean, held_seconds, increase, latest_value
 from statictrain.money import ZERO, to_decimal
 
 __all__ = [
@@ -176,10 +176,11 @@ class PodUsage:
 
     utilization: Mapping[str, Sequence[Sample]] = field(default_factory=dict)
     """Per GPU of the pod (uuid or index): utilization ratio samples, in time order, from before the window."""
-    tokens: Counter | None = None
-    steps: Counter | None = None
-    """Steps this pod's trainer executed (the sidecar's steps counter)."""
-    compile_seconds: Counter | None = None
+    tokens: Sequence[Counter] = ()
+    """One counter per series of the pod (a sidecar restarted elsewhere starts a new series)."""
+    steps: Sequence[Counter] = ()
+    """Steps this pod's trainers executed (the sidecar's steps counter), one per series."""
+    compile_seconds: Sequence[Counter] = ()
     step: Sequence[Sample] = ()
     """The job's global step as this pod reports it, in time order (from before the window)."""
     cpu_seconds: Sequence[Counter] = ()
@@ -332,6 +333,11 @@ class _JobSteps:
     compiled: bool = False
 
 
+def _sum_increase(counters: Sequence[Counter]) -> Increase:
+    parts = [increase(c) for c in counters]
+    return Increase(sum(p.value for p in parts), sum(p.resets for p in parts))
+
+
 def _usd(seconds: float, amount: float, price: Decimal) -> Decimal:
     return (to_decimal(seconds) * to_decimal(amount) * price / HOUR).quantize(QUANTUM)
 
@@ -402,15 +408,13 @@ def allocate(
         if gap_s > 0:
             flags.append("utilization-gaps")
         idle_usd = (gpu_usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
-        comp = increase(u.compile_seconds) if u.compile_seconds is not None else None
-        compile_usd = (usd * to_decimal(comp.value) / to_decimal(runtime)).quantize(QUANTUM) if comp else ZERO
-        tok = increase(u.tokens) if u.tokens is not None else None
-        executed = increase(u.steps) if u.steps is not None else None
-        if any(c is not None and c.resets for c in (tok, comp, executed)):
+        comp, tok, executed = (_sum_increase(c) for c in (u.compile_seconds, u.tokens, u.steps))
+        compile_usd = (usd * to_decimal(comp.value) / to_decimal(runtime)).quantize(QUANTUM)
+        if comp.resets or tok.resets or executed.resets:
             flags.append("counter-reset")
         pc = PodCost(
             pod, gpus, cpu, mem, runtime, to_decimal(runtime) * gpus, gpu_usd, cpu_usd, mem_usd, idle_usd,
-            compile_usd, gap_s, tok.value if tok else 0.0, tuple(flags),
+            compile_usd, gap_s, tok.value, tuple(flags),
         )  # fmt: skip
         pod_costs.append(pc)
         for r, amount in (("gpu", gpus), ("cpu", cpu), ("memory", mem)):
@@ -430,11 +434,11 @@ def allocate(
         job.pods.add(pod.uid)
         job.flags.update(flags)
         js = job_steps.setdefault(key, _JobSteps())
-        js.executed_by_rank[pod.rank] += executed.value if executed else 0.0
+        js.executed_by_rank[pod.rank] += executed.value
         js.step_series.append(u.step)
         js.full_window = js.full_window and runtime >= window.seconds
-        js.restarted = js.restarted or bool(executed and executed.resets)
-        js.compiled = js.compiled or bool(comp and comp.value > 0)
+        js.restarted = js.restarted or executed.resets > 0 or len(u.steps) > 1
+        js.compiled = js.compiled or comp.value > 0
 
     for key, js in job_steps.items():
         job = jobs[key]

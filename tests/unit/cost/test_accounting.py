@@ -186,8 +186,12 @@ def test_two_runs_accumulate_status_metrics_and_budget_once() -> None:
     assert abs((job_total + idle_total) / node_total - 1) < 1e-9
 
 
-def test_prometheus_down_still_accounts_allocated_time() -> None:
-    acc, kube, _, reg = make(SeriesProm(down=True))
+def test_prometheus_down_defers_accounting_within_the_grace_period_then_accounts_flagged() -> None:
+    acc, kube, clock, reg = make(SeriesProm(down=True))
+    first = acc.run_once()
+    assert first.windows == 0 and "cannot reach Prometheus" in first.usage_error
+    assert "usd" not in kube.jobs[("ns", "a")]["status"]["cost"]  # nothing yet: it waits, nothing is lost
+    clock.now += timedelta(seconds=acc.settings.usage_grace_s)
     r = acc.run_once()
     gaps = reg.get_sample_value(
         "statictrain_job_cost_flags_total",
@@ -195,7 +199,7 @@ def test_prometheus_down_still_accounts_allocated_time() -> None:
     )
     assert gaps == 1.0
     assert "cannot reach Prometheus" in r.usage_error
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000"
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.650000000"  # all 11 minutes, caught up
     assert kube.jobs[("ns", "a")]["status"]["cost"]["idleUSD"] == "0.000000000"  # unknown is not idle
 
 

@@ -245,8 +245,8 @@ def ddp_usage(steps_a: list[float], steps_b: list[float], tokens_per_step: float
     for uid, steps in (("r0", steps_a), ("r1", steps_b)):
         samples = tuple(Sample(1000.0 + 10 * i, v) for i, v in enumerate(steps))
         out[uid] = PodUsage(
-            steps=Counter(None, samples),
-            tokens=Counter(None, tuple(Sample(s.t, s.v * tokens_per_step) for s in samples)),
+            steps=[Counter(None, samples)],
+            tokens=[Counter(None, tuple(Sample(s.t, s.v * tokens_per_step) for s in samples))],
             step=samples,
         )
     return out
@@ -275,8 +275,8 @@ def test_restart_loses_steps_priced_at_steady_cost_per_step_whatever_the_restart
     old = Counter(100.0, (Sample(5000.0, 150.0),))
     new = Counter(None, (Sample(8000.0, 10.0),))
     usage = {
-        "old": PodUsage(steps=old, step=[Sample(4590.0, 100.0), Sample(5000.0, 150.0)]),
-        "new": PodUsage(steps=new, step=[Sample(8000.0, 130.0)]),
+        "old": PodUsage(steps=[old], step=[Sample(4590.0, 100.0), Sample(5000.0, 150.0)]),
+        "new": PodUsage(steps=[new], step=[Sample(8000.0, 130.0)]),
     }
     pods = [pod("old", end=5100.0), pod("new", start=7000.0)]
     alloc = allocate(w2, [NODE], pods, usage, step_marks={key: w1.jobs[key].step_mark or 0.0})
@@ -286,7 +286,7 @@ def test_restart_loses_steps_priced_at_steady_cost_per_step_whatever_the_restart
     assert j.lost_steps == 30.0 and j.lost_usd == Decimal("1.2") and "restarted" in j.flags
     # window 3: steady again, nothing more is lost
     w3 = Window(8200.0, 11800.0)
-    u3 = {"new": PodUsage(steps=Counter(10.0, (Sample(9000.0, 40.0),)), step=[Sample(9000.0, 160.0)])}
+    u3 = {"new": PodUsage(steps=[Counter(10.0, (Sample(9000.0, 40.0),))], step=[Sample(9000.0, 160.0)])}
     j3 = allocate(w3, [NODE], [pod("new", start=7000.0)], u3, step_marks={key: j.step_mark or 0.0}).jobs[key]
     fold_job(totals, j3)
     assert j3.lost_steps == 0 and j3.lost_usd == 0
@@ -295,11 +295,11 @@ def test_restart_loses_steps_priced_at_steady_cost_per_step_whatever_the_restart
 def steady(s0: int, s1: int, w: Window) -> PodUsage:
     n = 10
     samples = tuple(Sample(w.start + (i + 1) * w.seconds / (n + 1), s0 + (s1 - s0) * (i + 1) / n) for i in range(n))
-    return PodUsage(steps=Counter(float(s0) if s0 else None, samples), step=samples)
+    return PodUsage(steps=[Counter(float(s0) if s0 else None, samples)], step=samples)
 
 
 def test_compile_is_priced_in_full_even_when_reported_later_than_it_ran() -> None:
     # 5,400 s of compiling reported inside a 3,600 s window: priced in full at the pod's rate
-    u = {"u1": PodUsage(compile_seconds=Counter(None, (Sample(2000.0, 5400.0),)))}
+    u = {"u1": PodUsage(compile_seconds=[Counter(None, (Sample(2000.0, 5400.0),))])}
     a = allocate(W, [NODE], [pod("u1")], u)
     assert a.pods[0].compile_usd == Decimal(6)

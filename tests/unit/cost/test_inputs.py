@@ -86,7 +86,7 @@ def test_build_usage_groups_by_uid_and_splits_at_the_window_start() -> None:
     assert u["u1"].gpus_seen == 2
     # the sample before the window stays: it holds into the window
     assert {g: [s.v for s in v] for g, v in u["u1"].utilization.items()} == {"0": [0.1, 0.2, 0.4], "1": [0.4, 0.0]}
-    assert u["u1"].tokens == Counter(10, (Sample(100, 20), Sample(150, 50)))  # 200 is outside [100, 200)
+    assert u["u1"].tokens == [Counter(10, (Sample(100, 20), Sample(150, 50)))]  # 200 is outside [100, 200)
     assert u["u1"].cpu_seconds == [Counter(5, (Sample(150, 55),))]
 
 
@@ -120,3 +120,14 @@ def test_usage_queries_read_raw_samples_of_the_half_open_window() -> None:
 def test_parse_result_drops_nan() -> None:
     s = parse_result({"resultType": "matrix", "result": [{"metric": {"a": "b"}, "values": [[1, "1"], [2, "NaN"]]}]})
     assert s == [Series({"a": "b"}, (Sample(1.0, 1.0),))]
+
+
+def test_a_sidecar_restarted_as_a_new_series_adds_a_counter_and_merges_utilization() -> None:
+    w = Window(100.0, 200.0)
+    old = {"pod_uid": "u1", "job": "worker-a", "gpu_uuid": "GPU-0"}
+    new = {"pod_uid": "u1", "job": "worker-b", "gpu_uuid": "GPU-0"}
+    tokens = [Series(old, (Sample(90, 10), Sample(120, 30))), Series(new, (Sample(150, 5),))]
+    util = [Series(old, (Sample(90, 0.9), Sample(120, 0.9))), Series(new, (Sample(150, 0.0),))]
+    u = build_usage(w, {"tokens": tokens, "util": util})["u1"]
+    assert u.tokens == [Counter(10, (Sample(120, 30),)), Counter(None, (Sample(150, 5),))]
+    assert [s.t for s in u.utilization["GPU-0"]] == [90, 120, 150]

@@ -77,6 +77,10 @@ class RunResult:
     """Accounting windows of this run (more than one when catching up after an outage)."""
 
 
+class _DeferredError(RuntimeError):
+    """Usage data is unavailable and the outage is still within the grace period: account later, exactly."""
+
+
 def windows(start: float, end: float, longest: float) -> list[Window]:
     """``[start, end)`` cut into consecutive windows of at most ``longest`` seconds."""
     out: list[Window] = []
@@ -103,6 +107,7 @@ class Accountant:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     last_end: float | None = None
     ledger: Ledger = field(default_factory=Ledger)
+    _usage_down_since: float | None = None
 
     def _price_now(self, facts: NodeFacts) -> Decimal:
         policy = FallbackPolicy(default_gpu_hourly_usd=self.settings.default_gpu_price)
@@ -164,12 +169,22 @@ class Accountant:
             return RunResult(Window(end - 1.0, end), allocate(Window(end - 1.0, end), [], []), {}, windows=0)
         cuts = windows(start, end, self.settings.max_catchup_s)
         result: RunResult | None = None
+        done = 0
         for window in cuts:
-            result = self._run_window(window, jobs=jobs, costs=costs, nodes=nodes, pods=pods, previous=result)
+            try:
+                result = self._run_window(window, jobs=jobs, costs=costs, nodes=nodes, pods=pods, previous=result)
+            except _DeferredError as e:  # Prometheus briefly away: this window waits for it (nothing is lost)
+                log.warning("cost accounting from %s deferred: %s", window.start, e)
+                if result is None:
+                    empty = allocate(Window(end - 1.0, end), [], [])
+                    return RunResult(Window(end - 1.0, end), empty, {}, usage_error=str(e), windows=0)
+                result.usage_error = str(e)
+                break
+            done += 1
         assert result is not None
-        result.windows = len(cuts)
-        self.last_end = end
-        self.ledger.prune(end, {p.uid for p in listed_pods}, {n.name for n in listed_nodes})
+        result.windows = done
+        self.last_end = cuts[done - 1].end
+        self.ledger.prune(self.last_end, {p.uid for p in listed_pods}, {n.name for n in listed_nodes})
         for key, job in jobs.items():
             if key in result.patched:
                 self._after_window(job, costs[key], now, result, key)
@@ -187,8 +202,14 @@ class Accountant:
     ) -> RunResult:
         marks = {k: m for k, c in costs.items() if (m := step_mark(c)) is not None}
         alloc, usage_error = self._allocate(window, nodes, pods, marks)
-        if usage_error:
-            log.warning("cost accounting without usage data: %s", usage_error)
+        now = self.clock().timestamp()
+        if not usage_error:
+            self._usage_down_since = None
+        else:
+            self._usage_down_since = self._usage_down_since or now
+            if now - self._usage_down_since < self.settings.usage_grace_s:
+                raise _DeferredError(usage_error)
+            log.warning("cost accounting without usage data (flagged): %s", usage_error)
         checks = invariants.check(alloc)
         for c in checks:
             if not c.ok:

@@ -212,16 +212,16 @@ def build_usage(
     """
     pod_uids = pod_uids or {}
     prevs = prevs or {}
-    util: dict[str, dict[str, list[Sample]]] = defaultdict(dict)
+    util: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
     step: dict[str, list[Sample]] = defaultdict(list)
-    counters: dict[str, dict[str, Counter]] = defaultdict(dict)
+    counters: dict[str, dict[str, list[Counter]]] = defaultdict(lambda: defaultdict(list))
     cpu: dict[str, list[Counter]] = defaultdict(list)
     mem: dict[str, list[list[Sample]]] = defaultdict(list)
     for s in series.get("util", ()):
         uid = s.labels.get("pod_uid")
         if uid:
             gpu = s.labels.get("gpu_uuid") or s.labels.get("gpu") or "0"
-            util[uid][gpu] = _held(s.samples, window)
+            util[uid][gpu] = sorted([*util[uid][gpu], *_held(s.samples, window)])  # one GPU, several series
     for s in series.get("step", ()):
         uid = s.labels.get("pod_uid")
         if uid:
@@ -230,7 +230,7 @@ def build_usage(
         for s in series.get(key, ()):
             uid = s.labels.get("pod_uid")
             if uid:
-                counters[uid][key] = _counter(s.samples, window, prevs.get(key, {}).get(uid))
+                counters[uid][key].append(_counter(s.samples, window, prevs.get(key, {}).get(uid)))
     for s in series.get("cpu", ()):
         uid = pod_uids.get((s.labels.get("namespace", ""), s.labels.get("pod", "")))
         if uid:
@@ -243,10 +243,10 @@ def build_usage(
     for uid in set(util) | set(step) | set(counters) | set(cpu) | set(mem):
         c = counters.get(uid, {})
         out[uid] = PodUsage(
-            utilization=util.get(uid, {}),
-            tokens=c.get("tokens"),
-            steps=c.get("steps"),
-            compile_seconds=c.get("compile"),
+            utilization=dict(util.get(uid, {})),
+            tokens=c.get("tokens", []),
+            steps=c.get("steps", []),
+            compile_seconds=c.get("compile", []),
             step=step.get(uid, []),
             cpu_seconds=cpu.get(uid, []),
             memory_bytes=mem.get(uid, []),

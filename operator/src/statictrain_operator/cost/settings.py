@@ -29,6 +29,9 @@ class CostSettings:
     max_catchup_s: float = 3600.0
     """Longest accounting window: after an operator outage, the time it was down is caught up in full,
     nodes and jobs alike, in windows of at most this many seconds."""
+    usage_grace_s: float = 600.0
+    """While Prometheus is unreachable for less than this, accounting waits (and then catches up exactly);
+    after it, cost is accounted from the API server alone and the missing usage is flagged (lost)."""
     counter_lookback_s: float = 600.0
     """How far before a window its counters' previous samples are read in the same query (longer gaps
     cost one more query for the pods concerned)."""
@@ -65,8 +68,10 @@ class CostSettings:
             self.default_gpu_hourly_usd, what="STATICTRAIN_COST_DEFAULT_GPU_HOURLY_USD", allow_zero=False
         )
         _ = self.weights  # validates STATICTRAIN_COST_PRICE_SPLIT
-        if self.counter_lookback_s <= 0:
-            raise ValueError("STATICTRAIN_COST_COUNTER_LOOKBACK_S must be positive")
+        if self.counter_lookback_s <= 0 or self.usage_grace_s < 0:
+            raise ValueError(
+                "STATICTRAIN_COST_COUNTER_LOOKBACK_S must be positive and STATICTRAIN_COST_USAGE_GRACE_S not negative"
+            )
         if self.custom_prices_configmap and self.custom_prices_configmap.count("/") != 1:
             raise ValueError("STATICTRAIN_COST_CUSTOM_PRICES_CONFIGMAP must be written namespace/name")
 
