@@ -2,7 +2,7 @@
 computed from the scenario alone.
 
 What is real: the local cluster's API server (kwok nodes, pods with real status times), Debian's
-Prometheus (started here, scraping every 250 ms, restarted once mid-scenario), one small process per
+Prometheus (started here, scraping every 100 ms, restarted once mid-scenario), one small process per
 worker pod exporting the sidecar's metric names (bench/oracle_worker.py: it steps on a schedule and
 logs what it did), the product's accounting (``Accountant`` against the API server and Prometheus,
 every 2 s, stopped for an outage and restarted as a new operator process) and report (``fetch`` +
@@ -13,8 +13,9 @@ The scenario (times in seconds after the start, step time 0.05 s, tokens 256 per
 4 s of compile at each process start):
   E  1 worker, 1 GPU, 300 steps, nothing happens (the demo's 76,800 tokens);
   A  1 worker, 2 GPUs: its process stops at step 1000 (checkpoint at 900), a new process in the
-     same pod (counters back at 0) resumes from 900 and runs 300 steps with an 8 s stall: 100 lost;
-  B  DDP, 2 workers (ranks 0, 1), 1 GPU each, 1200 steps with a 6 s stall; rank 1's /metrics
+     same pod (a new series, counters from 0) resumes from 900 and runs 300 steps with a 20 s
+     stall: 100 lost;
+  B  DDP, 2 workers (ranks 0, 1), 1 GPU each, 1200 steps with a 20 s stall; rank 1's /metrics
      answers 503 for 4 s (a scrape gap);
   C  1 worker, 4 GPUs on a spot node: evicted at step 800 (pod Failed, node deleted), replaced
      on an on-demand node, resumes from checkpoint 700 and runs 300 steps: 100 lost;
@@ -22,6 +23,10 @@ The scenario (times in seconds after the start, step time 0.05 s, tokens 256 per
   Prometheus restarts at +30 s (down ~3 s); the operator is down from +40 s to +75 s (its outage
   spans several catch-up windows: max_catchup_s = 10 s) and comes back as a new process.
 Every node in the cluster gets a scenario price (annotation), so node cost is known too.
+
+Assumptions the bounds rest on: utilization is sampled, so idle is measured to within one scrape
+interval per transition (0.1 s at each end of a 20 s stall); lost work is priced per step at the
+cost measured in steady windows, which for a constant step time is the oracle's rate x step time.
 
 Expected figures use only: node prices and capacities (set here), pod start and end times (the API
 server's records), the worker processes' logs, and OpenCost's default rates as the price split
@@ -114,7 +119,7 @@ def qty(text: str) -> float:
 
 
 class Prometheus:
-    """Debian's Prometheus with file-based targets, scraping every 250 ms; restartable on the same data."""
+    """Debian's Prometheus with file-based targets, scraping every 100 ms; restartable on the same data."""
 
     def __init__(self, workdir: Path) -> None:
         self.dir = workdir / "prometheus"
@@ -123,7 +128,7 @@ class Prometheus:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         cfg = {
-            "global": {"scrape_interval": "250ms", "scrape_timeout": "200ms", "evaluation_interval": "5s"},
+            "global": {"scrape_interval": "100ms", "scrape_timeout": "90ms", "evaluation_interval": "5s"},
             "scrape_configs": [
                 {
                     "job_name": "oracle",
@@ -399,9 +404,7 @@ class OperatorProcess:
         self.registry = CollectorRegistry()
         self.metrics = CostMetrics(self.registry)
         self.server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
-        settings = CostSettings(
-            prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, max_gap_s=10.0, counter_lookback_s=60.0
-        )
+        settings = CostSettings(prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, counter_lookback_s=60.0)
         self.clock_override: float | None = None
         self.acc = Accountant(
             kube=KubeCostClient(build(str(cluster.kubeconfig)), _now),
@@ -758,8 +761,6 @@ def oracle(
             for f, v in row.items():
                 groups[grp][k][f] = groups[grp][k].get(f, 0.0) + v
     return {"groups": {g: dict(v) for g, v in groups.items()}, "node_usd": node_usd, "node_idle_usd": node_idle}
-
-
 
 
 def compare(result: dict[str, Any]) -> dict[str, Any]:
