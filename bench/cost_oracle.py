@@ -492,17 +492,18 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         m["metadata"]["labels"]["kubernetes.io/hostname"] = m["metadata"]["name"]
         sc.apply(m)
     nodes = sc.get("nodes")["items"]
-    gpu_od = next(
+    on_demand_gpu = sorted(
         n["metadata"]["name"]
         for n in nodes
         if n["metadata"]["labels"].get(labels.CAPACITY_TYPE) == "on-demand"
         and int(n["status"]["capacity"].get(labels.GPU_RESOURCE, "0")) >= 8
     )
+    gpu_od, gpu_od2 = on_demand_gpu[:2]  # E, A, B (5 GPUs) on the first; C's replacement (4) on the second
     prices: dict[str, float] = {}
     for i, n in enumerate(sorted(nodes, key=lambda n: n["metadata"]["name"])):
         name = n["metadata"]["name"]
         gpus = int(n["status"]["capacity"].get(labels.GPU_RESOURCE, "0"))
-        prices[name] = {spot: 41.25, gpu_od: 98.32, cpu_node: 0.384}.get(name, round(1.5 + 2.75 * gpus + 0.1 * i, 4))
+        prices[name] = {spot: 41.25, gpu_od: 98.32, gpu_od2: 32.77, cpu_node: 0.384}.get(name, round(1.5 + 2.75 * gpus + 0.1 * i, 4))
         sc.kubectl("annotate", "node", name, "--overwrite", f"{labels.HOURLY_COST}={prices[name]}")
     prom = Prometheus(workdir)
     prom.start()
@@ -566,15 +567,18 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
 
     # job C: spot eviction at step 800 (checkpoint 700): pod Failed, node deleted, replacement on on-demand
     sc.done(pc, "c", hold_s=0.8)
+    pc.exit.touch()  # the evicted pod's sidecar goes with it
     sc.finish(ns_b, "job-c-worker-0", "Failed")
+    time.sleep(max(0.0, math.ceil(time.time()) + 1.05 - time.time()))  # the node goes after the pod ended
     sc.kubectl("delete", "node", spot, "--wait=false")
     sc.note(f"spot node {spot} deleted (held by a finalizer until the end)")
-    uid["c1"] = sc.pod(ns_b, "job-c-worker-1", "job-c", "c1", gpu_od, gpus=4, cpu="48", mem="512Gi")
+    uid["c1"] = sc.pod(ns_b, "job-c-worker-1", "job-c", "c1", gpu_od2, gpus=4, cpu="48", mem="512Gi")
     pc2 = sc.launch(
         prom, ns=ns_b, pod="job-c-worker-1", uid=uid["c1"], job="job-c", commit="c1", steps=300, start_step=700
     )
     # job A: the process stops at step 1000 (last checkpoint 900); a new process in the same pod resumes
     sc.done(pa, "a")
+    pa.exit.touch()  # the crashed process (and its metrics) is gone
     sc.note("job-a: process stopped at step 1000; restarting in the same pod from checkpoint 900")
     pa2 = sc.launch(
         prom,

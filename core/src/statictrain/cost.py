@@ -327,10 +327,17 @@ def _peak(intervals: Iterable[tuple[float, float, float]]) -> float:
 @dataclass
 class _JobSteps:
     executed_by_rank: dict[int, float] = field(default_factory=lambda: defaultdict(float))
-    step_series: list[Sequence[Sample]] = field(default_factory=list)
+    step_series: dict[int, list[Sequence[Sample]]] = field(default_factory=lambda: defaultdict(list))
     full_window: bool = True
     restarted: bool = False
     compiled: bool = False
+
+
+def _job_step(by_rank: Mapping[int, Sequence[Sequence[Sample]]], before: float) -> float | None:
+    """The job's step just before ``before``: per rank its latest sample (over the rank's pods), then the
+    mean over the ranks that have one, the same definition as the executed steps (mean over ranks)."""
+    latest = [v for series in by_rank.values() if (v := latest_value(series, before)) is not None]
+    return sum(latest) / len(latest) if latest else None
 
 
 def _sum_increase(counters: Sequence[Counter]) -> Increase:
@@ -435,7 +442,7 @@ def allocate(
         job.flags.update(flags)
         js = job_steps.setdefault(key, _JobSteps())
         js.executed_by_rank[pod.rank] += executed.value
-        js.step_series.append(u.step)
+        js.step_series[pod.rank].append(u.step)
         js.full_window = js.full_window and runtime >= window.seconds
         js.restarted = js.restarted or executed.resets > 0 or len(u.steps) > 1
         js.compiled = js.compiled or comp.value > 0
@@ -446,8 +453,8 @@ def allocate(
         job.executed_steps = sum(ranks.values()) / max(len(ranks), 1)
         start = (step_marks or {}).get(key)
         if start is None:
-            start = latest_value(js.step_series, window.start) or 0.0
-        end = latest_value(js.step_series, window.end)
+            start = _job_step(js.step_series, window.start) or 0.0
+        end = _job_step(js.step_series, window.end)
         job.step_mark = end if end is not None else start
         job.steps = job.step_mark - start
         job.steady = (

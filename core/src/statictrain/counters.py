@@ -14,9 +14,9 @@ samples, and each raw sample belongs to exactly one half-open window ``[a, b)``:
 * a **gauge held until the next sample** (GPU utilization, memory) covers
   ``[s.t, next.t)`` capped at ``max_gap``; the part inside ``[a, b)`` belongs to
   the window. The last sample before ``a`` reaches into it ("held across windows").
-* a **job's step** at time ``t`` is the value of the job's latest sample before
-  ``t`` (over all its pods). A window's progress is ``step(b) - step(a)``, which
-  telescopes over consecutive windows.
+* a **job's step** at time ``t`` is, per rank, the value of the rank's latest sample
+  before ``t`` (over its pods), averaged over ranks (see statictrain.cost). A window's
+  progress is ``step(b) - step(a)``, which telescopes over consecutive windows.
 
 Prometheus' own ``increase()`` extrapolates to the range boundaries and drops the
 first sample of a new series, so it is not used; the raw samples are read with a
