@@ -173,6 +173,12 @@ class SyntheticApi:
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
         return None
 
+    def read_state(self) -> str | None:
+        return None  # a fresh start
+
+    def write_state(self, text: str) -> bool:
+        return True  # kept in memory by the Accountant
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -251,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 
     load_before = os.getloadavg()
     registry = CollectorRegistry()
-    cost_metrics = CostMetrics(registry)  # one exporter_start label for the whole run
+    cost_metrics = CostMetrics(registry)
     exporter_port = free_port()
     server, _ = start_http_server(exporter_port, addr="127.0.0.1", registry=registry)
     workdir = Path(tempfile.mkdtemp(prefix="st-bench-"))

@@ -21,7 +21,8 @@ The scenario (times in seconds after the start, step time 0.05 s, tokens 256 per
      on an on-demand node, resumes from checkpoint 700 and runs 300 steps: 100 lost;
   D  a CPU-only pod (4 cores, 8 GiB) on a CPU node for 40 s;
   Prometheus restarts at +30 s (down ~3 s); the operator is down from +40 s to +75 s (its outage
-  spans several catch-up windows: max_catchup_s = 10 s) and comes back as a new process.
+  spans several catch-up windows: max_catchup_s = 10 s) and comes back as a new process that reads
+  the cost state its predecessor saved (a ConfigMap).
 Every node in the cluster gets a scenario price (annotation), so node cost is known too.
 
 Assumptions the bounds rest on: utilization is sampled, so idle is measured to within one scrape
@@ -400,14 +401,15 @@ class Scenario:
 class OperatorProcess:
     """The cost part of the operator: an Accountant every 2 s and its metrics served over HTTP."""
 
-    def __init__(self, cluster: LocalCluster, prom: Prometheus, port: int, *, loop: bool = True) -> None:
+    def __init__(self, cluster: LocalCluster, prom: Prometheus, port: int, state: str, *, loop: bool = True) -> None:
+        """``state``: ``namespace/name`` of the ConfigMap keeping the cost state across operator processes."""
         self.registry = CollectorRegistry()
         self.metrics = CostMetrics(self.registry)
         self.server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
         settings = CostSettings(prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, counter_lookback_s=60.0)
         self.clock_override: float | None = None
         self.acc = Accountant(
-            kube=KubeCostClient(build(str(cluster.kubeconfig)), _now),
+            kube=KubeCostClient(build(str(cluster.kubeconfig)), _now, state),
             prom=HttpPrometheus(prom.url),
             catalog=parse_catalog(shipped_catalog_text()),
             settings=settings,
@@ -503,10 +505,13 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     for i, n in enumerate(sorted(nodes, key=lambda n: n["metadata"]["name"])):
         name = n["metadata"]["name"]
         gpus = int(n["status"]["capacity"].get(labels.GPU_RESOURCE, "0"))
-        prices[name] = {spot: 41.25, gpu_od: 98.32, gpu_od2: 32.77, cpu_node: 0.384}.get(name, round(1.5 + 2.75 * gpus + 0.1 * i, 4))
+        prices[name] = {spot: 41.25, gpu_od: 98.32, gpu_od2: 32.77, cpu_node: 0.384}.get(
+            name, round(1.5 + 2.75 * gpus + 0.1 * i, 4)
+        )
         sc.kubectl("annotate", "node", name, "--overwrite", f"{labels.HOURLY_COST}={prices[name]}")
     prom = Prometheus(workdir)
     prom.start()
+    state = f"{ns_a}/cost-state"
     op_port = free_port()
     prom.add("operator", op_port)
     a0 = float(math.ceil(time.time()) + 2)
@@ -521,7 +526,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         sc.job(ns, f"job-{key}", commit, ranks, a0)
     while time.time() < a0 + 0.5:
         time.sleep(0.05)
-    op = OperatorProcess(cluster, prom, op_port)
+    op = OperatorProcess(cluster, prom, op_port, state)
     sc.note(f"operator up; accounting from {iso(a0)}")
     t0 = time.time()
     uid: dict[str, str] = {}
@@ -543,7 +548,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         commit="c2",
         steps=1200,
         stall_after=400,
-        stall_s=6.0,
+        stall_s=20.0,
         start_in=start_b,
     )
     pb1 = sc.launch(
@@ -555,7 +560,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         commit="c2",
         steps=1200,
         stall_after=400,
-        stall_s=6.0,
+        stall_s=20.0,
         gap=(time.time() + 20, 4.0),
         start_in=start_b - 0.1,
     )
@@ -565,6 +570,14 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         while time.time() < t0 + offset:
             time.sleep(0.05)
 
+    at(30)
+    sc.note("Prometheus restart")
+    prom.stop()
+    time.sleep(3.0)
+    prom.start()
+    at(40)
+    op.shutdown()
+    sc.note("operator down")
     # job C: spot eviction at step 800 (checkpoint 700): pod Failed, node deleted, replacement on on-demand
     sc.done(pc, "c", hold_s=0.8)
     pc.exit.touch()  # the evicted pod's sidecar goes with it
@@ -576,6 +589,8 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     pc2 = sc.launch(
         prom, ns=ns_b, pod="job-c-worker-1", uid=uid["c1"], job="job-c", commit="c1", steps=300, start_step=700
     )
+    at(45)
+    sc.finish(ns_b, "job-d-prep-0", "Succeeded")
     # job A: the process stops at step 1000 (last checkpoint 900); a new process in the same pod resumes
     sc.done(pa, "a")
     pa.exit.touch()  # the crashed process (and its metrics) is gone
@@ -590,20 +605,10 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         steps=300,
         start_step=900,
         stall_after=100,
-        stall_s=8.0,
+        stall_s=20.0,
     )
-    at(30)
-    sc.note("Prometheus restart")
-    prom.stop()
-    time.sleep(3.0)
-    prom.start()
-    at(40)
-    op.shutdown()
-    sc.note("operator down")
-    at(45)
-    sc.finish(ns_b, "job-d-prep-0", "Succeeded")
     at(75)
-    op = OperatorProcess(cluster, prom, op_port)
+    op = OperatorProcess(cluster, prom, op_port, state)
     sc.note("operator back (a new process: new counters)")
     for proc, key, ns, name in (
         (pe, "e", ns_a, "job-e-worker-0"),
@@ -620,7 +625,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     while time.time() < a1:
         time.sleep(0.05)
     runs = op.runs
-    op = OperatorProcess(cluster, prom, op_port, loop=False)  # the last run ends exactly at a1
+    op = OperatorProcess(cluster, prom, op_port, state, loop=False)  # the last run ends exactly at a1
     op.runs = runs
     op.clock_override = a1
     op.run_once()

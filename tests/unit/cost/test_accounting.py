@@ -105,6 +105,15 @@ class MemoryKube:
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
         self.events.append((job["metadata"]["name"], reason))
 
+    state: str | None = None
+
+    def read_state(self) -> str | None:
+        return self.state
+
+    def write_state(self, text: str) -> bool:
+        self.state = text
+        return True
+
 
 class SeriesProm:
     """Raw samples every 5 s of range selectors ``metric[Nms]`` evaluated at ``end - 1 ms``."""
@@ -146,7 +155,7 @@ def make(prom: SeriesProm) -> tuple[Accountant, MemoryKube, Clock, CollectorRegi
         prom=prom,
         catalog=parse_catalog(shipped_catalog_text()),
         settings=CostSettings(interval_s=60, query_step_s=5),
-        metrics=CostMetrics(reg, started=0.0),
+        metrics=CostMetrics(reg),
         clock=clock,
     )
     return acc, kube, clock, reg
@@ -174,14 +183,14 @@ def test_two_runs_accumulate_status_metrics_and_budget_once() -> None:
     job_total = sum(
         reg.get_sample_value(
             "statictrain_job_cost_usd_total",
-            {"job_name": j, "namespace": "ns", "commit": c, "team": "t", "exporter_start": "0.000"},
+            {"job_name": j, "namespace": "ns", "commit": c, "team": "t"},
         )
         or 0
         for j, c in (("a", "c1"), ("b", "c2"))
     )
-    node_total = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1", "exporter_start": "0.000"}) or 0
+    node_total = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"}) or 0
     idle_total = (
-        reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1", "exporter_start": "0.000"}) or 0
+        reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"}) or 0
     )
     assert abs((job_total + idle_total) / node_total - 1) < 1e-9
 
@@ -242,17 +251,17 @@ def test_pods_of_a_deleted_job_still_count_in_metrics() -> None:
     b = (
         reg.get_sample_value(
             "statictrain_job_cost_usd_total",
-            {"job_name": "b", "namespace": "ns", "commit": "c2", "team": "t", "exporter_start": "0.000"},
+            {"job_name": "b", "namespace": "ns", "commit": "c2", "team": "t"},
         )
         or 0
     )
     assert b == pytest.approx(0.15)
-    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1", "exporter_start": "0.000"}) or 0
-    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1", "exporter_start": "0.000"}) or 0
+    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"}) or 0
+    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"}) or 0
     a = (
         reg.get_sample_value(
             "statictrain_job_cost_usd_total",
-            {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t", "exporter_start": "0.000"},
+            {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"},
         )
         or 0
     )
@@ -268,7 +277,7 @@ def test_job_deleted_between_list_and_patch_does_not_stop_the_run() -> None:
     assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
     a = reg.get_sample_value(
         "statictrain_job_cost_usd_total",
-        {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t", "exporter_start": "0.000"},
+        {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"},
     )
     assert a == pytest.approx(0.15) and r.job_costs[("ns", "a")].usd == Decimal("0.15")
 
@@ -317,6 +326,31 @@ def test_outage_is_caught_up_in_full_for_nodes_and_jobs_in_bounded_windows() -> 
     assert r.windows == 2  # max_catchup_s = 3600
     assert r.allocation.node_usd == Decimal("36")  # the last window: one hour of the node
     assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "9.000000000"  # 2 GPUs x 4.5 $/h x 1 h (pod from 23:00)
-    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1", "exporter_start": "0.000"})
-    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1", "exporter_start": "0.000"})
+    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"})
+    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"})
     assert node == pytest.approx(72.0) and idle == pytest.approx(72.0 - 18.0)  # 2 h of the node: jobs alike
+
+
+def test_a_restarted_operator_resumes_nodes_from_the_saved_state_and_exports_the_same_totals() -> None:
+    acc, kube, clock, reg = make(SeriesProm())
+    acc.run_once()
+    clock.now += timedelta(seconds=60)
+    acc.run_once()
+    before = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"})
+    job_before = reg.get_sample_value(
+        "statictrain_job_cost_usd_total", {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+    )
+    # a new operator process, 5 minutes later: same API server (statuses, state ConfigMap), fresh metrics
+    reg2 = CollectorRegistry()
+    acc2 = Accountant(
+        kube=kube, prom=SeriesProm(), catalog=acc.catalog, settings=acc.settings, metrics=CostMetrics(reg2), clock=clock
+    )
+    clock.now += timedelta(seconds=300)
+    r = acc2.run_once()
+    assert r.window.start == (T0 + timedelta(seconds=60)).timestamp()  # where the state says nodes stopped
+    after = reg2.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"})
+    assert after == pytest.approx((before or 0) + 36 * 300 / 3600)  # continues, no reset, nothing lost
+    job_after = reg2.get_sample_value(
+        "statictrain_job_cost_usd_total", {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+    )
+    assert job_after == pytest.approx((job_before or 0) + 9 * 300 / 3600)

@@ -38,7 +38,7 @@ from statictrain_operator.cost.inputs import (
     prev_query,
     usage_queries,
 )
-from statictrain_operator.cost.ledger import Ledger
+from statictrain_operator.cost.ledger import CostState, Ledger
 from statictrain_operator.cost.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.cost.status import accumulate, step_mark
@@ -59,6 +59,12 @@ class CostKube(Protocol):
         """False when the job no longer exists."""
 
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None: ...
+
+    def read_state(self) -> str | None:
+        """The saved cost state (statictrain_operator.cost.ledger.CostState), None when there is none."""
+
+    def write_state(self, text: str) -> bool:
+        """Save the cost state; False when it could not be saved (logged by the caller)."""
 
 
 @dataclass
@@ -92,6 +98,18 @@ def windows(start: float, end: float, longest: float) -> list[Window]:
     return out
 
 
+def _label_values(job: Mapping[str, Any], inc: JobCost | None) -> tuple[str, str, str, str]:
+    """(job_name, namespace, commit, team) of a job's metrics: its own labels, else its pods'."""
+    meta = job.get("metadata") or {}
+    cr_labels = meta.get("labels") or {}
+    return (
+        meta.get("name", ""),
+        meta.get("namespace", ""),
+        cr_labels.get(labels.COMMIT) or (inc.commit if inc else ""),
+        cr_labels.get(labels.TEAM) or (inc.team if inc else ""),
+    )
+
+
 def _key(job: Mapping[str, Any]) -> JobKey:
     meta = job.get("metadata") or {}
     return (meta.get("namespace", ""), meta.get("name", ""))
@@ -107,6 +125,8 @@ class Accountant:
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     last_end: float | None = None
     ledger: Ledger = field(default_factory=Ledger)
+    state: CostState | None = None
+    """Node totals and how far they are accounted, saved after every window (None: not loaded yet)."""
     _usage_down_since: float | None = None
 
     def _price_now(self, facts: NodeFacts) -> Decimal:
@@ -129,10 +149,22 @@ class Accountant:
         pod_uids = {(p.namespace, p.name): p.uid for p in pods}
         return build_usage(window, series, pod_uids, prevs), ""
 
+    def _load_state(self) -> CostState:
+        if self.state is None:
+            text = self.kube.read_state()
+            try:
+                self.state = CostState.from_json(text) if text else CostState()
+            except ValueError as e:
+                log.error("%s", e)
+                self.state = CostState()
+        return self.state
+
     def _start(self, jobs: Sequence[Mapping[str, Any]], end: float) -> float | None:
-        """Start of this run: the previous run's end; after a restart, the newest status.cost.updated
-        (where the previous operator stopped), however long ago: the outage is caught up in full.
-        None when that is not before ``end`` (nothing new to account)."""
+        """Start of this run: the previous run's end; after a restart, where the saved cost state says the
+        previous operator stopped (else the newest status.cost.updated), however long ago: the outage is
+        caught up in full, nodes and jobs alike. None when that is not before ``end`` (nothing new)."""
+        if self.last_end is None:
+            self.last_end = self._load_state().accounted_to
         if self.last_end is not None:
             return self.last_end if self.last_end < end else None
         marks = [m for j in jobs if (m := parse_time(((j.get("status") or {}).get("cost") or {}).get("updated")))]
@@ -185,6 +217,9 @@ class Accountant:
         result.windows = done
         self.last_end = cuts[done - 1].end
         self.ledger.prune(self.last_end, {p.uid for p in listed_pods}, {n.name for n in listed_nodes})
+        state = self._load_state()
+        for gone in set(state.nodes) - set(self.ledger.nodes):
+            del state.nodes[gone]  # accounted to its end: its series ends
         for key, job in jobs.items():
             if key in result.patched:
                 self._after_window(job, costs[key], now, result, key)
@@ -246,19 +281,21 @@ class Accountant:
         # pods whose job object is gone still used the nodes: count them in the metrics (no status to patch)
         orphans = {k: v for k, v in alloc.jobs.items() if k not in jobs}
         result.orphans = {**(previous.orphans if previous else {}), **orphans}
-        self.metrics.add_run([*window_costs, *orphans.values()], alloc, checks)
+        state = self._load_state()
+        state.add(window.end, alloc.nodes)
+        if not self.kube.write_state(state.to_json()):
+            log.warning("cost state not saved; a restarted operator would account nodes again from an older mark")
+        totals: dict[tuple[str, ...], Mapping[str, Any]] = {
+            _label_values(jobs[k], result.job_costs.get(k)): c for k, c in costs.items() if c.get("usd")
+        }
+        self.metrics.add_run(
+            [*window_costs, *orphans.values()], alloc, checks, totals=totals, node_totals=state.floats()
+        )
         return result
 
     def _after_window(self, job: Mapping[str, Any], new_cost: Mapping[str, Any], now: datetime,
                       result: RunResult, key: JobKey) -> None:  # fmt: skip
-        inc = result.job_costs.get(key)
-        cr_labels = (job.get("metadata") or {}).get("labels") or {}
-        labels_v = (
-            key[1],
-            key[0],
-            inc.commit if inc else cr_labels.get(labels.COMMIT, ""),
-            inc.team if inc else cr_labels.get(labels.TEAM, ""),
-        )
+        labels_v = _label_values(job, result.job_costs.get(key))
         limit = ((job.get("spec") or {}).get("budget") or {}).get("limitUSD")
         budget_f: float | None = None
         if limit:

@@ -76,7 +76,7 @@ class CostRuntime:
         self._live: LiveQuotes | None = load("azure", Path(settings.live_cache_dir))  # the last known, at once
         self._live_schedule = RefreshSchedule(every_s=settings.live_refresh_s)
         self.metrics = CostMetrics(registry)
-        kube = KubeCostClient(clients, _now)
+        kube = KubeCostClient(clients, _now, settings.state_configmap)
         prom = HttpPrometheus(settings.prometheus_url)
         # status.progress and status.compile from the sidecars' metrics, just before each accounting pass.
         self.progress = ProgressSync(kube, prom, max(60.0, 2 * settings.interval_s), _now)

@@ -1,4 +1,11 @@
-"""Pods and nodes seen by earlier accounting runs, kept until their cost is accounted (pure).
+"""What earlier accounting runs leave for later ones (pure): the pods and nodes they saw, and the
+cost state that survives operator restarts.
+
+:class:`CostState` is kept in a ConfigMap (``STATICTRAIN_COST_STATE_CONFIGMAP``): how far nodes are
+accounted and each node's cost and idle totals. A restarted operator resumes node accounting where
+it says and exports the same totals, so node counters neither reset nor lose a window.
+
+:class:`Ledger` (in memory) holds pods and nodes seen by earlier runs until their cost is accounted.
 
 Between two runs a pod can be deleted (a finished worker cleaned up, a spot
 eviction) and a node can go away (a reclaimed spot node); the API server then no
@@ -11,12 +18,51 @@ once a run has accounted past that end.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
 
-from statictrain.cost import NodeInfo, PodInfo
+from statictrain.cost import NodeCost, NodeInfo, PodInfo
+from statictrain.money import ZERO
 
-__all__ = ["Ledger"]
+__all__ = ["CostState", "Ledger"]
+
+
+@dataclass
+class CostState:
+    """Node accounting that outlives the operator process."""
+
+    accounted_to: float | None = None
+    """End of the last accounted window (Unix seconds); None: never."""
+    nodes: dict[str, tuple[Decimal, Decimal]] = field(default_factory=dict)
+    """node -> (cost, idle cost) totals in USD."""
+
+    def add(self, end: float, nodes: Sequence[NodeCost]) -> None:
+        for n in nodes:
+            usd, idle = self.nodes.get(n.name, (ZERO, ZERO))
+            self.nodes[n.name] = (usd + n.usd, idle + n.idle_usd)
+        self.accounted_to = end
+
+    def floats(self) -> dict[str, tuple[float, float]]:
+        return {name: (float(u), float(i)) for name, (u, i) in self.nodes.items()}
+
+    def to_json(self) -> str:
+        doc = {"accountedTo": self.accounted_to, "nodes": {k: [f"{u:f}", f"{i:f}"] for k, (u, i) in self.nodes.items()}}
+        return json.dumps(doc, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> CostState:
+        """Parse what :meth:`to_json` wrote; ValueError saying what is wrong otherwise."""
+        try:
+            doc = json.loads(text)
+            end = doc.get("accountedTo")
+            nodes = {str(k): (Decimal(v[0]), Decimal(v[1])) for k, v in (doc.get("nodes") or {}).items()}
+            return cls(float(end) if end is not None else None, nodes)
+        except (ValueError, TypeError, KeyError, IndexError, InvalidOperation, AttributeError) as e:
+            raise ValueError(
+                f"cost state is not what the operator writes ({e}); delete the ConfigMap to start over"
+            ) from None
 
 
 @dataclass

@@ -42,6 +42,10 @@ class CostSettings:
     """Resolution of the Prometheus range queries of one accounting run."""
     default_gpu_hourly_usd: str = "4.00"
     """Per-GPU hourly price of a node nothing is known about (flagged as fallback), decimal string."""
+    state_configmap: str = ""
+    """``namespace/name`` of the ConfigMap (key ``state.json``) keeping node cost totals and how far they are
+    accounted, so an operator restart resumes there and its counters neither reset nor lose a window;
+    empty: kept in memory only."""
     custom_prices_configmap: str = ""
     """``namespace/name`` of a ConfigMap whose key ``prices.csv`` holds custom prices; empty: none."""
     live_providers: str = ""
@@ -61,27 +65,25 @@ class CostSettings:
                 "STATICTRAIN_COST_INTERVAL_S, _QUERY_STEP_S, _MAX_GAP_S and _MAX_CATCHUP_S must be positive"
             )
         if not 0 <= self.idle_threshold <= 1:
-            raise ValueError(
-                f"STATICTRAIN_COST_IDLE_THRESHOLD must be within 0..1, got {self.idle_threshold}"
-            )
-        parse_usd(
-            self.default_gpu_hourly_usd, what="STATICTRAIN_COST_DEFAULT_GPU_HOURLY_USD", allow_zero=False
-        )
+            raise ValueError(f"STATICTRAIN_COST_IDLE_THRESHOLD must be within 0..1, got {self.idle_threshold}")
+        parse_usd(self.default_gpu_hourly_usd, what="STATICTRAIN_COST_DEFAULT_GPU_HOURLY_USD", allow_zero=False)
         _ = self.weights  # validates STATICTRAIN_COST_PRICE_SPLIT
         if self.counter_lookback_s <= 0 or self.usage_grace_s < 0:
             raise ValueError(
                 "STATICTRAIN_COST_COUNTER_LOOKBACK_S must be positive and STATICTRAIN_COST_USAGE_GRACE_S not negative"
             )
-        if self.custom_prices_configmap and self.custom_prices_configmap.count("/") != 1:
-            raise ValueError("STATICTRAIN_COST_CUSTOM_PRICES_CONFIGMAP must be written namespace/name")
+        for var, ref in (
+            ("CUSTOM_PRICES_CONFIGMAP", self.custom_prices_configmap),
+            ("STATE_CONFIGMAP", self.state_configmap),
+        ):
+            if ref and ref.count("/") != 1:
+                raise ValueError(f"STATICTRAIN_COST_{var} must be written namespace/name")
 
     @property
     def weights(self) -> ResourcePrices:
         parts = [p.strip() for p in self.price_split.split(",")]
         if len(parts) != 3:
-            raise ValueError(
-                f"STATICTRAIN_COST_PRICE_SPLIT {self.price_split!r} must be three decimals gpu,cpu,memory"
-            )
+            raise ValueError(f"STATICTRAIN_COST_PRICE_SPLIT {self.price_split!r} must be three decimals gpu,cpu,memory")
         g, c, m = (parse_usd(p, what="STATICTRAIN_COST_PRICE_SPLIT part") for p in parts)
         return ResourcePrices(gpu=g, cpu=c, memory=m)
 
