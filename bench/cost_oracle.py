@@ -330,6 +330,7 @@ class Scenario:
         stall_s: float = 0.0,
         gap: tuple[float, float] = (0, 0),
         start_in: float = 0.3,
+        gpus: int = 1,
     ) -> Proc:
         port = free_port()
         tag = f"{pod}-{len(self.procs)}"
@@ -348,6 +349,8 @@ class Scenario:
                 str(WORKER),
                 "--port",
                 str(port),
+                "--gpus",
+                str(gpus),
                 "--labels",
                 json.dumps(metric_labels),
                 "--start-at",
@@ -537,7 +540,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     uid["c0"] = sc.pod(ns_b, "job-c-worker-0", "job-c", "c1", spot, gpus=4, cpu="48", mem="512Gi")
     uid["d"] = sc.pod(ns_b, "job-d-prep-0", "job-d", "c2", cpu_node, gpus=0, cpu="4", mem="8Gi")
     pe = sc.launch(prom, ns=ns_a, pod="job-e-worker-0", uid=uid["e"], job="job-e", commit="c1", steps=300)
-    pa = sc.launch(prom, ns=ns_a, pod="job-a-worker-0", uid=uid["a"], job="job-a", commit="c1", steps=1000)
+    pa = sc.launch(prom, ns=ns_a, pod="job-a-worker-0", uid=uid["a"], job="job-a", commit="c1", steps=1000, gpus=2)
     start_b = 0.6
     pb0 = sc.launch(
         prom,
@@ -564,7 +567,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         gap=(time.time() + 20, 4.0),
         start_in=start_b - 0.1,
     )
-    pc = sc.launch(prom, ns=ns_b, pod="job-c-worker-0", uid=uid["c0"], job="job-c", commit="c1", steps=800)
+    pc = sc.launch(prom, ns=ns_b, pod="job-c-worker-0", uid=uid["c0"], job="job-c", commit="c1", steps=800, gpus=4)
 
     def at(offset: float) -> None:
         while time.time() < t0 + offset:
@@ -587,7 +590,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     sc.note(f"spot node {spot} deleted (held by a finalizer until the end)")
     uid["c1"] = sc.pod(ns_b, "job-c-worker-1", "job-c", "c1", gpu_od2, gpus=4, cpu="48", mem="512Gi")
     pc2 = sc.launch(
-        prom, ns=ns_b, pod="job-c-worker-1", uid=uid["c1"], job="job-c", commit="c1", steps=300, start_step=700
+        prom, ns=ns_b, pod="job-c-worker-1", uid=uid["c1"], job="job-c", commit="c1", steps=300, start_step=700, gpus=4
     )
     at(45)
     sc.finish(ns_b, "job-d-prep-0", "Succeeded")
@@ -606,6 +609,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         start_step=900,
         stall_after=100,
         stall_s=20.0,
+        gpus=2,
     )
     at(75)
     op = OperatorProcess(cluster, prom, op_port, state)

@@ -45,8 +45,9 @@ class State:
 
 
 class Collector:
-    def __init__(self, state: State, labels: dict[str, str]) -> None:
+    def __init__(self, state: State, labels: dict[str, str], gpus: int) -> None:
         self.state = state
+        self.gpus = gpus
         self.names = sorted(labels)
         self.values = [labels[k] for k in self.names]
 
@@ -66,8 +67,9 @@ class Collector:
             c.add_metric(self.values, value)
             return c
 
-        gpu = {"gpu": "0", "gpu_uuid": "GPU-0", "gpu_model": "NVIDIA H100 80GB HBM3"}
-        yield gauge("statictrain_gpu_utilization_ratio", util, gpu)
+        for i in range(self.gpus):  # one series per GPU of the pod, as the sidecar exports them
+            gpu = {"gpu": str(i), "gpu_uuid": f"GPU-{i}", "gpu_model": "NVIDIA H100 80GB HBM3"}
+            yield gauge("statictrain_gpu_utilization_ratio", util, gpu)
         yield gauge("statictrain_train_step", float(step))
         yield gauge("statictrain_train_compile_seconds", comp)
         yield counter("statictrain_train_steps_total", float(executed))
@@ -100,6 +102,7 @@ def serve(port: int, registry: CollectorRegistry, gap: tuple[float, float]) -> T
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--port", type=int, required=True)
+    p.add_argument("--gpus", type=int, default=1, help="GPUs of the pod (one utilization series each)")
     p.add_argument("--labels", required=True, help="JSON object of metric labels (pod_uid, job_name, ...)")
     p.add_argument("--start-at", type=float, required=True)
     p.add_argument("--compile-s", type=float, default=0.0)
@@ -117,7 +120,7 @@ def main() -> int:
     args = p.parse_args()
     state = State(args)
     reg = CollectorRegistry()
-    reg.register(Collector(state, json.loads(args.labels)))
+    reg.register(Collector(state, json.loads(args.labels), args.gpus))
     server = serve(args.port, reg, (args.gap_at, args.gap_s))
     t0 = args.start_at
     while time.time() < t0:

@@ -246,7 +246,10 @@ class JobCost:
     step_mark: float | None = None
     """The job's step at the window's end (None: unknown)."""
     steady: bool = False
-    """Every pod ran the whole window, stepping, with no restart, compile or loss."""
+    """Every pod ran the whole window and its step counter rose at every sample (no stall, restart, compile
+    or loss): the window measures the job's cost per step."""
+    steady_usd: Decimal = ZERO
+    """In a steady window: the job's cost over the time its step counters' samples span (rate x span)."""
     pods: set[str] = field(default_factory=set)
     flags: set[str] = field(default_factory=set)
 
@@ -331,6 +334,8 @@ class _JobSteps:
     full_window: bool = True
     restarted: bool = False
     compiled: bool = False
+    stepping: bool = True
+    steady_usd: Decimal = ZERO
 
 
 def _job_step(by_rank: Mapping[int, Sequence[Sequence[Sample]]], before: float) -> float | None:
@@ -338,6 +343,22 @@ def _job_step(by_rank: Mapping[int, Sequence[Sequence[Sample]]], before: float) 
     mean over the ranks that have one, the same definition as the executed steps (mean over ranks)."""
     latest = [v for series in by_rank.values() if (v := latest_value(series, before)) is not None]
     return sum(latest) / len(latest) if latest else None
+
+
+def _stepping_span(counters: Sequence[Counter]) -> float | None:
+    """Seconds from the sample before the window to the window's last sample when the (single) step counter
+    rose at every sample in between; None otherwise (a stall, a stop, a restart, no sample before)."""
+    if len(counters) != 1:
+        return None
+    c = counters[0]
+    if c.prev is None or c.prev_t is None or not c.samples:
+        return None
+    prev = c.prev
+    for s in c.samples:
+        if s.v <= prev:
+            return None
+        prev = s.v
+    return c.samples[-1].t - c.prev_t
 
 
 def _sum_increase(counters: Sequence[Counter]) -> Increase:
@@ -446,6 +467,11 @@ def allocate(
         js.full_window = js.full_window and runtime >= window.seconds
         js.restarted = js.restarted or executed.resets > 0 or len(u.steps) > 1
         js.compiled = js.compiled or comp.value > 0
+        span = _stepping_span(u.steps) if idle_s == 0 and gap_s == 0 else None
+        if span is None:
+            js.stepping = False
+        else:
+            js.steady_usd += (usd * to_decimal(span) / to_decimal(runtime)).quantize(QUANTUM)
 
     for key, js in job_steps.items():
         job = jobs[key]
@@ -459,11 +485,13 @@ def allocate(
         job.steps = job.step_mark - start
         job.steady = (
             js.full_window
+            and js.stepping
             and not js.restarted
             and not js.compiled
             and job.executed_steps > 0
             and abs(job.executed_steps - job.steps) < 1.0
         )
+        job.steady_usd = js.steady_usd if job.steady else ZERO
 
     node_costs = [
         _node_cost(window, node, alloc_seconds[node.name], intervals[node.name], allocated_usd[node.name])
@@ -530,7 +558,7 @@ def fold_job(prev: JobTotals, inc: JobCost) -> JobTotals:
     executed = prev.executed_steps + inc.executed_steps
     steps = prev.steps + inc.steps
     lost = max(prev.lost_steps, executed - steps)
-    steady_usd = prev.steady_usd + (inc.usd if inc.steady else ZERO)
+    steady_usd = prev.steady_usd + (inc.steady_usd if inc.steady else ZERO)
     steady_steps = prev.steady_steps + (inc.executed_steps if inc.steady else 0.0)
     inc.lost_steps = lost - prev.lost_steps
     if inc.lost_steps >= 1.0:

@@ -49,6 +49,8 @@ class Counter:
     """Value of the last sample before the window; None when the series has none (it starts from 0)."""
     samples: tuple[Sample, ...]
     """Samples inside the window, in time order."""
+    prev_t: float | None = None
+    """Time of the sample ``prev`` comes from, when known."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -293,9 +293,16 @@ def test_restart_loses_steps_priced_at_steady_cost_per_step_whatever_the_restart
 
 
 def steady(s0: int, s1: int, w: Window) -> PodUsage:
+    """Stepping all through ``w`` (every sample rises), GPU busy; the sample before ``w`` one interval back."""
     n = 10
-    samples = tuple(Sample(w.start + (i + 1) * w.seconds / (n + 1), s0 + (s1 - s0) * (i + 1) / n) for i in range(n))
-    return PodUsage(steps=[Counter(float(s0) if s0 else None, samples)], step=samples)
+    dt = w.seconds / n
+    samples = tuple(Sample(w.start + k * dt, s0 + (s1 - s0) * (k + 1) / n) for k in range(n))
+    before = Sample(w.start - dt, float(s0))
+    return PodUsage(
+        steps=[Counter(float(s0), samples, before.t)],
+        step=[before, *samples],
+        utilization={"0": flat(0.9, w.start - 10, w.end + 10)},
+    )
 
 
 def test_compile_is_priced_in_full_even_when_reported_later_than_it_ran() -> None:

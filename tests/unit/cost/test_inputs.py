@@ -86,8 +86,8 @@ def test_build_usage_groups_by_uid_and_splits_at_the_window_start() -> None:
     assert u["u1"].gpus_seen == 2
     # the sample before the window stays: it holds into the window
     assert {g: [s.v for s in v] for g, v in u["u1"].utilization.items()} == {"0": [0.1, 0.2, 0.4], "1": [0.4, 0.0]}
-    assert u["u1"].tokens == [Counter(10, (Sample(100, 20), Sample(150, 50)))]  # 200 is outside [100, 200)
-    assert u["u1"].cpu_seconds == [Counter(5, (Sample(150, 55),))]
+    assert u["u1"].tokens == [Counter(10, (Sample(100, 20), Sample(150, 50)), 95)]  # 200 is outside [100, 200)
+    assert u["u1"].cpu_seconds == [Counter(5, (Sample(150, 55),), 99.999)]
 
 
 def test_a_counter_without_a_sample_in_the_lookback_is_looked_up_when_its_pod_ran_before() -> None:
@@ -129,5 +129,5 @@ def test_a_sidecar_restarted_as_a_new_series_adds_a_counter_and_merges_utilizati
     tokens = [Series(old, (Sample(90, 10), Sample(120, 30))), Series(new, (Sample(150, 5),))]
     util = [Series(old, (Sample(90, 0.9), Sample(120, 0.9))), Series(new, (Sample(150, 0.0),))]
     u = build_usage(w, {"tokens": tokens, "util": util})["u1"]
-    assert u.tokens == [Counter(10, (Sample(120, 30),)), Counter(None, (Sample(150, 5),))]
+    assert u.tokens == [Counter(10, (Sample(120, 30),), 90), Counter(None, (Sample(150, 5),))]
     assert [s.t for s in u.utilization["GPU-0"]] == [90, 120, 150]

@@ -68,7 +68,9 @@ def test_token_and_step_totals_are_kept_in_status() -> None:
 
 
 def test_lost_work_is_priced_from_the_status_history() -> None:
-    steady = JobCost("ns", "j", usd=Decimal(4), steps=100, executed_steps=100, steady=True, step_mark=100)
+    steady = JobCost(
+        "ns", "j", usd=Decimal(4), steps=100, executed_steps=100, steady=True, steady_usd=Decimal(4), step_mark=100
+    )
     c1 = accumulate(None, steady, now=NOW)
     assert (c1["steadyUSD"], c1["steadySteps"], c1["stepMark"]) == ("4.000000000", "100.000", "100.000")
     restart = JobCost("ns", "j", usd=Decimal(1), steps=-20, executed_steps=10, step_mark=80)

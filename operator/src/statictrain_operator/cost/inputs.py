@@ -172,7 +172,7 @@ def _counter(samples: Sequence[Sample], window: Window, prev: float | None) -> C
     a, b = _ms(window.start), _ms(window.end)
     before = [s for s in samples if _ms(s.t) < a]
     inside = tuple(s for s in samples if a <= _ms(s.t) < b)
-    return Counter(before[-1].v if before else prev, inside)
+    return Counter(before[-1].v if before else prev, inside, before[-1].t if before else None)
 
 
 def _held(samples: Sequence[Sample], window: Window) -> list[Sample]:
