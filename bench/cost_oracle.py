@@ -642,10 +642,27 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     for group in group_bys:
         job_series, node_series = fetch(HttpPrometheus(prom.url), window)
         reports[group] = json.loads(to_json(build_report(window, group, job_series, node_series)))
+        if os.environ.get("ORACLE_DEBUG"):
+            raw = HttpPrometheus(prom.url).query(
+                f"statictrain_node_cost_usd_total[{int(window.end.timestamp() - window.start.timestamp()) + 5}s]",
+                window.end.timestamp(),
+            )
+            util = HttpPrometheus(prom.url).query(
+                f'statictrain_gpu_utilization_ratio{{job_name="job-b"}}[{int(window.end.timestamp() - window.start.timestamp()) + 5}s]',
+                window.end.timestamp(),
+            )
+            debug = {
+                "util_b": {s.labels.get("pod", ""): [list(p) for p in s.samples] for s in util},
+                "logs_b": sc.logs.get("b"),
+                "fetched": {s.labels.get("node", ""): [list(p) for p in s.samples] for s in node_series["node_usd"]},
+                "raw": {s.labels.get("node", ""): [list(p) for p in s.samples] for s in raw},
+            }
+            (workdir.parent / "oracle-debug.json").write_text(json.dumps(debug))
     report_s = (time.perf_counter() - t_report) / 3
     # -- the scenario's own record: pods and nodes as the API server holds them, the workers' logs
     pods = {p["metadata"]["uid"]: p for ns in (ns_a, ns_b) for p in sc.get("pods", "-n", ns)["items"]}
     final_nodes = {n["metadata"]["name"]: n for n in sc.get("nodes")["items"]}
+    saved_state = json.loads(sc.get("configmap", "-n", ns_a, "cost-state")["data"]["state.json"])
     expected = oracle(
         jobs=jobs,
         pods=pods,
@@ -671,6 +688,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         "report_seconds": report_s,
         "accounting_runs": op.runs,
         "events": [[round(t - t0, 2), what] for t, what in sc.events],
+        "saved_state": saved_state,
         "a0": iso(a0),
         "a1": iso(a1),
     }
@@ -756,11 +774,13 @@ def oracle(
             row["lost_usd"] = lost * STEP_S * pod_rate[placement[key][0]] / 3600
     node_usd = 0.0
     node_idle = 0.0
+    per_node: dict[str, float] = {}
     for name, n in nodes.items():
         created = parse_t(n["metadata"]["creationTimestamp"])
         gone = parse_t(n["metadata"]["deletionTimestamp"]) if n["metadata"].get("deletionTimestamp") else a1
         hours = max(0.0, min(gone, a1) - max(created, a0)) / 3600
         node_usd += prices.get(name, 0.0) * hours
+        per_node[name] = prices.get(name, 0.0) * hours
         node_idle += prices.get(name, 0.0) * hours - pod_usd_on.get(name, 0.0)
     groups: dict[str, dict[str, dict[str, float]]] = {
         "job": {},
@@ -773,7 +793,12 @@ def oracle(
         for grp, k in (("namespace", ns), ("commit", commit)):
             for f, v in row.items():
                 groups[grp][k][f] = groups[grp][k].get(f, 0.0) + v
-    return {"groups": {g: dict(v) for g, v in groups.items()}, "node_usd": node_usd, "node_idle_usd": node_idle}
+    return {
+        "groups": {g: dict(v) for g, v in groups.items()},
+        "node_usd": node_usd,
+        "node_idle_usd": node_idle,
+        "per_node_usd": per_node,
+    }
 
 
 def compare(result: dict[str, Any]) -> dict[str, Any]:
@@ -820,6 +845,7 @@ def main(argv: list[str] | None = None) -> int:
         "reports": result["reports"],
         "report_seconds_this_scenario": result["report_seconds"],
         "accounting_runs": result["accounting_runs"],
+        "saved_state": result["saved_state"],
         "scenario": {"doc": __doc__, "events_s": result["events"], "accounted": [result["a0"], result["a1"]]},
         "command": f"python bench/cost_oracle.py --cluster {args.cluster}",
         "versions": {

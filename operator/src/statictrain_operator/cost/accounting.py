@@ -225,6 +225,17 @@ class Accountant:
                 self._after_window(job, costs[key], now, result, key)
         return result
 
+    def _check_usage(self, usage_error: str) -> None:
+        """Raise _DeferredError while usage data has been missing for less than the grace period."""
+        now = self.clock().timestamp()
+        if not usage_error:
+            self._usage_down_since = None
+            return
+        self._usage_down_since = self._usage_down_since or now
+        if now - self._usage_down_since < self.settings.usage_grace_s:
+            raise _DeferredError(usage_error)
+        log.warning("cost accounting without usage data (flagged): %s", usage_error)
+
     def _run_window(
         self,
         window: Window,
@@ -237,14 +248,7 @@ class Accountant:
     ) -> RunResult:
         marks = {k: m for k, c in costs.items() if (m := step_mark(c)) is not None}
         alloc, usage_error = self._allocate(window, nodes, pods, marks)
-        now = self.clock().timestamp()
-        if not usage_error:
-            self._usage_down_since = None
-        else:
-            self._usage_down_since = self._usage_down_since or now
-            if now - self._usage_down_since < self.settings.usage_grace_s:
-                raise _DeferredError(usage_error)
-            log.warning("cost accounting without usage data (flagged): %s", usage_error)
+        self._check_usage(usage_error)
         checks = invariants.check(alloc)
         for c in checks:
             if not c.ok:
@@ -267,7 +271,9 @@ class Accountant:
             if abs(since - window.start) > 0.0005:
                 # lagging (a patch failed) or ahead (a run failed after patching it): exactly its missing time
                 own = [p for p in pods if (p.namespace, p.job) == key]
-                inc = self._allocate(Window(since, window.end), nodes, own, marks)[0].jobs.get(key)
+                own_alloc, own_error = self._allocate(Window(since, window.end), nodes, own, marks)
+                self._check_usage(own_error)
+                inc = own_alloc.jobs.get(key)
             else:
                 inc = alloc.jobs.get(key)
             progress = (jobs[key].get("status") or {}).get("progress")
