@@ -20,13 +20,15 @@ The scenario (times in seconds after the start, step time 0.05 s, tokens 256 per
   C  1 worker, 4 GPUs on a spot node: evicted at step 800 (pod Failed, node deleted), replaced
      on an on-demand node, resumes from checkpoint 700 and runs 300 steps: 100 lost;
   D  a CPU-only pod (4 cores, 8 GiB) on a CPU node for 40 s;
-  Prometheus restarts at +30 s (down ~3 s); the operator is down from +40 s to +75 s (its outage
-  spans several catch-up windows: max_catchup_s = 10 s) and comes back as a new process that reads
-  the cost state its predecessor saved (a ConfigMap).
+  Prometheus restarts 8 s into B's stall (down 5-9 s: SIGTERM, 3 s, start); the operator is down
+  for 35 s from 46 s after B's start (its outage spans several catch-up windows: max_catchup_s =
+  10 s) and comes back as a new process that reads the cost state its predecessor saved (a ConfigMap).
 Every node in the cluster gets a scenario price (annotation), so node cost is known too.
 
 Assumptions the bounds rest on: utilization is sampled, so idle is measured to within one scrape
-interval per transition (0.1 s at each end of a 20 s stall); lost work is priced per step at the
+interval per transition (0.1 s at each end of a 20 s stall), and no transition falls in a scrape
+gap (a change while Prometheus is down cannot be timed: the value before the gap is held; in one
+development run where B's stall began as Prometheus went down, B's idle came out 41 % low); lost work is priced per step at the
 cost measured in steady windows, which for a constant step time is the oracle's rate x step time.
 
 Expected figures use only: node prices and capacities (set here), pod start and end times (the API
@@ -542,6 +544,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     pe = sc.launch(prom, ns=ns_a, pod="job-e-worker-0", uid=uid["e"], job="job-e", commit="c1", steps=300)
     pa = sc.launch(prom, ns=ns_a, pod="job-a-worker-0", uid=uid["a"], job="job-a", commit="c1", steps=1000, gpus=2)
     start_b = 0.6
+    b0 = time.time() + start_b  # job B starts: its stall runs from b0 + 24 s to b0 + 44 s
     pb0 = sc.launch(
         prom,
         ns=ns_a,
@@ -564,7 +567,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         steps=1200,
         stall_after=400,
         stall_s=20.0,
-        gap=(time.time() + 20, 4.0),
+        gap=(b0 + 10, 4.0),  # while stepping at a constant utilization
         start_in=start_b - 0.1,
     )
     pc = sc.launch(prom, ns=ns_b, pod="job-c-worker-0", uid=uid["c0"], job="job-c", commit="c1", steps=800, gpus=4)
@@ -573,12 +576,12 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         while time.time() < t0 + offset:
             time.sleep(0.05)
 
-    at(30)
+    at(b0 + 32 - t0)  # inside B's stall: a utilization change while Prometheus is down cannot be timed
     sc.note("Prometheus restart")
     prom.stop()
     time.sleep(3.0)
     prom.start()
-    at(40)
+    at(b0 + 46 - t0)
     op.shutdown()
     sc.note("operator down")
     # job C: spot eviction at step 800 (checkpoint 700): pod Failed, node deleted, replacement on on-demand
@@ -611,7 +614,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         stall_s=20.0,
         gpus=2,
     )
-    at(75)
+    at(b0 + 81 - t0)
     op = OperatorProcess(cluster, prom, op_port, state)
     sc.note("operator back (a new process: new counters)")
     for proc, key, ns, name in (
