@@ -28,8 +28,9 @@ Every node in the cluster gets a scenario price (annotation), so node cost is kn
 Assumptions the bounds rest on: utilization is sampled, so idle is measured to within one scrape
 interval per transition (0.1 s at each end of a 20 s stall), and no transition falls in a scrape
 gap (a change while Prometheus is down cannot be timed: the value before the gap is held; in one
-development run where B's stall began as Prometheus went down, B's idle came out 41 % low); lost work is priced per step at the
-cost measured in steady windows, which for a constant step time is the oracle's rate x step time.
+development run where B's stall began as Prometheus went down, B's idle came out 41 % low); lost
+work is priced per step at the cost measured in steady windows, which for a constant step time is
+the oracle's rate x step time.
 
 Expected figures use only: node prices and capacities (set here), pod start and end times (the API
 server's records), the worker processes' logs, and OpenCost's default rates as the price split
@@ -650,9 +651,9 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
                 f"statictrain_node_cost_usd_total[{int(window.end.timestamp() - window.start.timestamp()) + 5}s]",
                 window.end.timestamp(),
             )
+            span = int(window.end.timestamp() - window.start.timestamp()) + 5
             util = HttpPrometheus(prom.url).query(
-                f'statictrain_gpu_utilization_ratio{{job_name="job-b"}}[{int(window.end.timestamp() - window.start.timestamp()) + 5}s]',
-                window.end.timestamp(),
+                f'statictrain_gpu_utilization_ratio{{job_name="job-b"}}[{span}s]', window.end.timestamp()
             )
             debug = {
                 "util_b": {s.labels.get("pod", ""): [list(p) for p in s.samples] for s in util},
