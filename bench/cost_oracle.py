@@ -151,17 +151,18 @@ class Prometheus:
 
     def start(self) -> None:
         binary = shutil.which("prometheus") or "/usr/bin/prometheus"
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={self.dir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={self.dir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=(self.dir / "prometheus.log").open("ab"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        with (self.dir / "prometheus.log").open("ab") as out:  # the child keeps its own copy
+            self.proc = subprocess.Popen(
+                [
+                    binary,
+                    f"--config.file={self.dir / 'prometheus.yml'}",
+                    f"--storage.tsdb.path={self.dir / 'data'}",
+                    f"--web.listen-address=127.0.0.1:{self.port}",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
@@ -346,47 +347,48 @@ class Scenario:
             "pod": pod,
             "pod_uid": uid,
         }
-        popen = subprocess.Popen(
-            [
-                sys.executable,
-                str(WORKER),
-                "--port",
-                str(port),
-                "--gpus",
-                str(gpus),
-                "--labels",
-                json.dumps(metric_labels),
-                "--start-at",
-                f"{time.time() + start_in:.3f}",
-                "--compile-s",
-                str(COMPILE_S),
-                "--step-s",
-                str(STEP_S),
-                "--steps",
-                str(steps),
-                "--start-step",
-                str(start_step),
-                "--tokens-per-step",
-                str(TOKENS),
-                "--stall-after",
-                str(stall_after),
-                "--stall-s",
-                str(stall_s),
-                "--gap-at",
-                f"{gap[0]:.3f}",
-                "--gap-s",
-                str(gap[1]),
-                "--stop-file",
-                str(stop),
-                "--exit-file",
-                str(exit_),
-                "--log",
-                str(log),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=(self.workdir / f"{tag}.err").open("wb"),
-            start_new_session=True,
-        )
+        with (self.workdir / f"{tag}.err").open("wb") as err:
+            popen = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(WORKER),
+                    "--port",
+                    str(port),
+                    "--gpus",
+                    str(gpus),
+                    "--labels",
+                    json.dumps(metric_labels),
+                    "--start-at",
+                    f"{time.time() + start_in:.3f}",
+                    "--compile-s",
+                    str(COMPILE_S),
+                    "--step-s",
+                    str(STEP_S),
+                    "--steps",
+                    str(steps),
+                    "--start-step",
+                    str(start_step),
+                    "--tokens-per-step",
+                    str(TOKENS),
+                    "--stall-after",
+                    str(stall_after),
+                    "--stall-s",
+                    str(stall_s),
+                    "--gap-at",
+                    f"{gap[0]:.3f}",
+                    "--gap-s",
+                    str(gap[1]),
+                    "--stop-file",
+                    str(stop),
+                    "--exit-file",
+                    str(exit_),
+                    "--log",
+                    str(log),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=err,
+                start_new_session=True,
+            )
         prom.add(f"worker-{tag}", port)
         proc = Proc(pod, popen, stop, exit_, log, port)
         self.procs.append(proc)
@@ -679,6 +681,8 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     )
     for proc in sc.procs:
         proc.exit.touch()
+    for proc in sc.procs:
+        proc.popen.wait(timeout=30)
     op.server.shutdown()
     op.server.server_close()
     prom.stop()
@@ -833,6 +837,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cluster", required=True, help="name of a running local cluster")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cost_oracle.json")
+    ap.add_argument(
+        "--report-bench",
+        type=Path,
+        default=ROOT / "bench" / "results" / "cost_accounting.json",
+        help="result of bench/cost_accounting.py whose 1,000-job report time is carried over",
+    )
     args = ap.parse_args(argv)
     cluster = LocalCluster(args.cluster)
     if not cluster.running():
@@ -841,9 +851,17 @@ def main(argv: list[str] | None = None) -> int:
         result = run(cluster, Path(tmp))
     cmp = compare(result)
     prom_v = subprocess.run(["prometheus", "--version"], capture_output=True, text=True, check=False).stdout
+    bench_1000 = json.loads(args.report_bench.read_text())
     doc = {
         "max_rel_error": cmp["max_rel_error"],
         "lost_work_rel_error": cmp["lost_work_rel_error"],
+        "report_1000_jobs_s": bench_1000["report_seconds_1000_jobs"],
+        "report_1000_jobs_source": {
+            "file": str(args.report_bench.relative_to(ROOT)) if args.report_bench.is_relative_to(ROOT) else "",
+            "command": bench_1000.get("command"),
+            "date": bench_1000.get("date"),
+            "note": "measured by bench/cost_accounting.py (real Prometheus, 1,000 jobs), not by this scenario",
+        },
         "per_figure_rel_error": cmp["per_figure"],
         "expected": result["expected"],
         "reports": result["reports"],

@@ -8,6 +8,7 @@ outage; the expected figures come from the scenario's own record, not from produ
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -23,6 +24,7 @@ def bench() -> ModuleType:
     spec = importlib.util.spec_from_file_location("cost_oracle", BENCH)
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
 
