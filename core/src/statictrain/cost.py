@@ -392,6 +392,7 @@ def allocate(
     unpriced: list[str] = []
     jobs: dict[JobKey, JobCost] = {}
     job_steps: dict[JobKey, _JobSteps] = {}
+    ranks_of: dict[JobKey, dict[int, list[Sequence[Sample]]]] = defaultdict(lambda: defaultdict(list))
     alloc_seconds: dict[str, dict[str, float]] = {n: dict.fromkeys(RESOURCES, 0.0) for n in node_map}
     intervals: dict[str, dict[str, list[tuple[float, float, float]]]] = {
         n: {r: [] for r in RESOURCES} for n in node_map
@@ -409,6 +410,9 @@ def allocate(
             continue
         if pod.started is None:
             continue
+        # every pod of the job counts for its rank set and its step, running in this window or not:
+        # a DDP rank whose pod ended (or has not started) still divides the executed steps
+        ranks_of[(pod.namespace, pod.job)][pod.rank].append(usage.get(pod.uid, PodUsage()).step)
         lo = max(window.start, pod.started, node.present_from or window.start)
         hi = min(
             window.end,
@@ -463,7 +467,6 @@ def allocate(
         job.flags.update(flags)
         js = job_steps.setdefault(key, _JobSteps())
         js.executed_by_rank[pod.rank] += executed.value
-        js.step_series[pod.rank].append(u.step)
         js.full_window = js.full_window and runtime >= window.seconds
         js.restarted = js.restarted or executed.resets > 0 or len(u.steps) > 1
         js.compiled = js.compiled or comp.value > 0
@@ -475,8 +478,8 @@ def allocate(
 
     for key, js in job_steps.items():
         job = jobs[key]
-        ranks = js.executed_by_rank
-        job.executed_steps = sum(ranks.values()) / max(len(ranks), 1)
+        js.step_series = ranks_of[key]
+        job.executed_steps = sum(js.executed_by_rank.values()) / max(len(ranks_of[key]), 1)
         start = (step_marks or {}).get(key)
         if start is None:
             start = _job_step(js.step_series, window.start) or 0.0

@@ -310,3 +310,20 @@ def test_compile_is_priced_in_full_even_when_reported_later_than_it_ran() -> Non
     u = {"u1": PodUsage(compile_seconds=[Counter(None, (Sample(2000.0, 5400.0),))])}
     a = allocate(W, [NODE], [pod("u1")], u)
     assert a.pods[0].compile_usd == Decimal(6)
+
+
+def test_ddp_rank_whose_pod_ended_still_counts_in_the_mean() -> None:
+    # rank 0 ended before this window; rank 1 makes its last 10 steps here: the job made 5 steps per rank
+    w = Window(5000.0, 5100.0)
+    r0 = (Sample(4990.0, 100.0),)
+    r1 = (Sample(4990.0, 90.0), Sample(5050.0, 100.0))
+    pods = [
+        PodInfo("r0", "j-worker-0", "ns", "j", "gpu-a", 1, 1000.0, 4995.0, rank=0),
+        PodInfo("r1", "j-worker-1", "ns", "j", "gpu-a", 1, 1000.0, rank=1),
+    ]
+    usage = {
+        "r0": PodUsage(steps=[Counter(100.0, (), 4990.0)], step=r0),
+        "r1": PodUsage(steps=[Counter(90.0, r1[1:], 4990.0)], step=r1),
+    }
+    job = allocate(w, [NODE], pods, usage, step_marks={("ns", "j"): 95.0}).jobs[("ns", "j")]
+    assert (job.executed_steps, job.steps) == (5.0, 5.0)
