@@ -20,8 +20,8 @@ from typing import TextIO
 
 from statictrain import envconfig
 
-from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
-from statictrain_operator.kube.costs import ClusterUnavailableError, list_jobs_for_report
+from statictrain_operator.kube.oneshot import ClusterUnavailableError, list_trainingjobs
+from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, Report, ReportWindow, build_report, parse_utc
@@ -96,7 +96,7 @@ def _write(args: argparse.Namespace, report: Report) -> int:
 def run_status_report(args: argparse.Namespace, now: datetime, err: TextIO) -> int:
     filters = {"namespace": args.namespace, "team": args.team, "commit": args.commit, "job": args.job}
     try:
-        report = status_report(list_jobs_for_report(args.kubeconfig), args.by, now, filters)
+        report = status_report(list_trainingjobs(args.kubeconfig), args.by, now, filters)
     except (ClusterUnavailableError, EmptyWindowError) as e:
         print(f"error: {e}", file=err)
         return 1

@@ -16,7 +16,7 @@ from statictrain import labels
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE, Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.cost.prom import HttpPrometheus
+from statictrain_operator.prom import HttpPrometheus
 from statictrain_operator.kube.clients import build
 from statictrain_operator.kube.remediate import KubeJobApi
 

@@ -33,7 +33,7 @@ from statictrain_operator.cost.annotator import PRICE_NOTES
 from statictrain_operator.cost.budgets import BUDGET_ACTED
 from statictrain_operator.cost.handlers import CostRuntime
 from statictrain_operator.cost.progress_sync import ProgressSync
-from statictrain_operator.cost.prom import HttpPrometheus
+from statictrain_operator.prom import HttpPrometheus
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.kube.clients import build
 from statictrain_operator.kube.costs import KubeCostClient

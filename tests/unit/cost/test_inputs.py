@@ -8,7 +8,7 @@ from typing import Any
 from statictrain import labels
 from statictrain.cost import Sample, Window
 from statictrain_operator.cost.inputs import build_job_steps, build_usage, node_info, pod_info, usage_queries
-from statictrain_operator.cost.prom import Series, parse_result
+from statictrain_operator.prom import Series, parse_result
 
 
 def pod(uid: str, phase: str = "Running", finished: str | None = None, gpus: str = "2") -> dict[str, Any]:

@@ -20,7 +20,7 @@ from statictrain.pricing import NodeFacts
 from statictrain.promql import selector
 
 from statictrain_operator.cost.annotator import is_gpu_node, node_facts
-from statictrain_operator.cost.prom import Series
+from statictrain_operator.prom import Series
 
 TERMINAL = ("Succeeded", "Failed")
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from statictrain.cost import Sample
 from statictrain.promql import range_duration, selector
 
-from statictrain_operator.cost.prom import PromReader, Series
+from statictrain_operator.prom import PromReader, Series
 from statictrain_operator.report.model import JOB_METRICS, NODE_METRICS, ReportWindow
 
 MAX_POINTS = 10_000

@@ -21,7 +21,7 @@ from typing import Literal
 from statictrain import metrics
 from statictrain.cost import Sample
 
-from statictrain_operator.cost.prom import Series
+from statictrain_operator.prom import Series
 
 GroupBy = Literal["job", "commit", "team", "namespace"]
 GROUP_LABELS: Mapping[GroupBy, tuple[str, ...]] = {

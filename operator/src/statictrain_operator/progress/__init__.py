@@ -9,9 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from statictrain import api, metrics
+from statictrain.conditions import timestamp
 from statictrain.promql import range_duration, selector
-
-from .status import timestamp
 
 
 @dataclass(frozen=True)
