@@ -65,7 +65,7 @@ def test_unchanged_fields_send_nothing_and_others_are_kept() -> None:
 def test_every_part_writing_from_a_stale_view_keeps_the_others_conditions() -> None:
     kube, body = make()
     stale = dict(body)  # every part read the job before any of them wrote
-    writes = [
+    writes: list[tuple[writer.Part, dict[str, Any], list[api.Condition]]] = [
         (writer.CONVERGER, {"phase": "Running"}, [cond("Created"), cond("Running")]),
         (writer.PROGRESS, {"progress": {"step": 3}}, []),
         (writer.COST, {"cost": {"usd": "1"}}, [cond("BudgetExceeded", "False")]),

@@ -9,10 +9,11 @@ are async themselves.
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["Blocking"]
+__all__ = ["Blocking", "LoopThread"]
 
 T = TypeVar("T")
 
@@ -25,3 +26,23 @@ class Blocking:
 
     def __call__(self, coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(self.timeout_s)
+
+
+class LoopThread:
+    """An event loop in a daemon thread, for synchronous callers with no loop of their own (tools, tests).
+
+    ``with LoopThread() as call:`` gives a Blocking bound to it; the loop stops on exit.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="statictrain-kube", daemon=True)
+
+    def __enter__(self) -> Blocking:
+        self.thread.start()
+        return Blocking(self.loop)
+
+    def __exit__(self, *_: object) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
