@@ -58,12 +58,6 @@ class Owner:
     spec: api.Spec
 
 
-def owner_from_body(body: Mapping[str, Any]) -> Owner:
-    """Owner from a StaticTrainingJob body as the API server returns it."""
-    meta = body["metadata"]
-    return Owner(meta["name"], meta["namespace"], meta["uid"], dict(meta.get("labels") or {}), body["spec"])
-
-
 def worker_name(job_name: str) -> str:
     """Name of both the worker Job and the headless Service."""
     return job_name + WORKER_SUFFIX

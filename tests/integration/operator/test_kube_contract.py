@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from statictrain import labels
+from statictrain_operator import writer
 from statictrain_operator.anomaly import actions
 from statictrain_operator.anomaly.remediation import ActionKind, Intent
 from statictrain_operator.kube import endpoint, port
@@ -208,5 +209,64 @@ def test_spec_actions_return_the_new_generation(kube: tuple[Any, str]) -> None:
         assert out is not None and out["spec"]["replicas"] == 2
         assert await actions.apply(api, ns, "c", scale) == 2  # the same end state: no new generation
         assert await actions.apply(api, ns, "gone", scale) is None
+
+    run(kube, case)
+
+
+def test_all_parts_write_at_once_and_every_condition_survives(kube: tuple[Any, str]) -> None:
+    """The converger, progress, cost and anomaly writers, concurrently, each from the view it read
+    before any of them wrote (as kopf's index may lag): no part's fields or condition go missing."""
+    rounds = 8
+    now = datetime(2026, 1, 2, tzinfo=UTC)
+
+    def change(part: writer.Part, i: int) -> tuple[dict[str, Any], list[Any]]:
+        flip = "True" if i % 2 else "False"
+        if part is writer.CONVERGER:
+            return {"phase": "Running", "replicas": i}, [
+                {"type": "Created", "status": "True", "reason": "WorkersCreated", "message": "m"},
+                {"type": "Running", "status": flip, "reason": "WorkersReady", "message": f"round {i}"},
+            ]
+        if part is writer.PROGRESS:
+            return {"progress": {"step": i}, "compile": {"seconds": "1.000"}}, []
+        if part is writer.COST:
+            return {"cost": {"usd": f"{i}.00"}}, [
+                {"type": "BudgetExceeded", "status": flip, "reason": "WithinBudget", "message": f"round {i}"}
+            ]
+        return {"remediation": {"lastAction": f"a{i}"}}, [
+            {"type": "Remediation", "status": flip, "reason": "Healthy", "message": f"round {i}"}
+        ]
+
+    async def case(api: port.Kube, ns: str) -> None:
+        made = await api.create(port.STJ, job(ns))
+        assert made is not None
+        parts = (writer.CONVERGER, writer.PROGRESS, writer.COST, writer.ANOMALY)
+
+        async def part_loop(part: writer.Part) -> None:
+            w = writer.StatusWriter(api, part)
+            for i in range(1, rounds + 1):
+                fields, conds = change(part, i)
+                assert await w.write(made, fields, conds, now=now)  # always the stale view
+                await asyncio.sleep(0)
+
+        await asyncio.gather(*(part_loop(p) for p in parts))
+        out = await api.get(port.STJ, ns, "c")
+        assert out is not None
+        st = out["status"]
+        conds = {c["type"]: (c["status"], c["message"]) for c in st["conditions"]}
+        last = f"round {rounds}"
+        assert conds == {
+            "Created": ("True", "m"),
+            "Running": ("False", last),
+            "BudgetExceeded": ("False", last),
+            "Remediation": ("False", last),
+        }
+        assert (st["phase"], st["replicas"], st["progress"], st["compile"], st["cost"], st["remediation"]) == (
+            "Running",
+            rounds,
+            {"step": rounds},
+            {"seconds": "1.000"},
+            {"usd": f"{rounds}.00"},
+            {"lastAction": f"a{rounds}"},
+        )
 
     run(kube, case)
