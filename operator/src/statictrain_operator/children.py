@@ -27,6 +27,37 @@ from statictrain.exitcodes import ExitCode
 
 from .settings import Settings
 
+__all__ = [
+    "CACHE_VOLUME",
+    "CHECKPOINT_CLAIM_SUFFIX",
+    "CHECKPOINT_VOLUME",
+    "COMPLETION_INDEX_ANNOTATION",
+    "EXIT_INFRA_ERROR",
+    "EXIT_PREEMPTED",
+    "EXIT_USER_ERROR",
+    "LAUNCH_COMMAND",
+    "SHUTDOWN_MARGIN_S",
+    "SIDECAR",
+    "STATS_VOLUME",
+    "TRAINER",
+    "UNKNOWN",
+    "WORKER_SUFFIX",
+    "Owner",
+    "checkpoint_claim",
+    "checkpoint_claim_name",
+    "child_labels",
+    "owner_reference",
+    "pod_failure_policy",
+    "pod_template",
+    "selector",
+    "service",
+    "template_hash",
+    "torchrun_env",
+    "trainer_env",
+    "worker_job",
+    "worker_name",
+]
+
 WORKER_SUFFIX = "-worker"
 TRAINER = "trainer"
 SIDECAR = "sidecar"
@@ -288,9 +319,7 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
     ckpt_claim = (spec.get("checkpoint") or {}).get("persistentVolumeClaim") or (
         checkpoint_claim_name(owner.name) if settings.checkpoint_volume_size else None
     )
-    ckpt: dict[str, Any] = (
-        {"persistentVolumeClaim": {"claimName": ckpt_claim}} if ckpt_claim else {"emptyDir": {}}
-    )
+    ckpt: dict[str, Any] = {"persistentVolumeClaim": {"claimName": ckpt_claim}} if ckpt_claim else {"emptyDir": {}}
     volumes = [
         {"name": STATS_VOLUME, "emptyDir": {}},
         {"name": CACHE_VOLUME, **cache},

@@ -19,6 +19,15 @@ from typing import Any, Protocol
 
 from statictrain.cost import Sample
 
+__all__ = [
+    "HttpPrometheus",
+    "PromReader",
+    "PrometheusQueryError",
+    "PrometheusUnavailableError",
+    "Series",
+    "parse_result",
+]
+
 
 class PrometheusUnavailableError(RuntimeError):
     """Prometheus cannot be reached."""

@@ -13,6 +13,8 @@ from typing import Any
 
 from statictrain import envconfig
 
+__all__ = ["ENV_PREFIX", "Settings", "SettingsError", "from_env", "from_os_environ"]
+
 ENV_PREFIX = "STATICTRAIN_OPERATOR_"
 
 

@@ -16,6 +16,8 @@ from statictrain.promql import range_duration, selector
 from statictrain_operator.prom import PromReader, Series
 from statictrain_operator.report.model import JOB_METRICS, NODE_METRICS, ReportWindow
 
+__all__ = ["BASELINE_LOOKBACK_S", "FILTER_LABELS", "MAX_POINTS", "Progress", "fetch", "job_filters"]
+
 MAX_POINTS = 10_000
 BASELINE_LOOKBACK_S = 3600.0
 """How far before the window a series' last value is looked for."""
