@@ -22,14 +22,14 @@ def parse_usd(text: str, *, what: str = "amount", allow_zero: bool = True) -> De
     Raises ValueError naming ``what`` and saying how to write it on bad input.
     """
     if not isinstance(text, str):
-        raise ValueError(f'{what} must be a decimal string such as "12.50", got {type(text).__name__}')
+        raise ValueError(f"{what} must be a decimal string such as \"12.50\", got {type(text).__name__}")
     stripped = text.strip()
     try:
         value = Decimal(stripped)
     except InvalidOperation:
-        raise ValueError(f'{what} {text!r} is not a decimal number; write it like "12.50"') from None
+        raise ValueError(f"{what} {text!r} is not a decimal number; write it like \"12.50\"") from None
     if not value.is_finite():
-        raise ValueError(f'{what} {text!r} must be a finite decimal number such as "12.50"')
+        raise ValueError(f"{what} {text!r} must be a finite decimal number such as \"12.50\"")
     if value < 0:
         raise ValueError(f"{what} {text!r} must not be negative")
     if not allow_zero and value == 0:

@@ -319,7 +319,9 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
     ckpt_claim = (spec.get("checkpoint") or {}).get("persistentVolumeClaim") or (
         checkpoint_claim_name(owner.name) if settings.checkpoint_volume_size else None
     )
-    ckpt: dict[str, Any] = {"persistentVolumeClaim": {"claimName": ckpt_claim}} if ckpt_claim else {"emptyDir": {}}
+    ckpt: dict[str, Any] = (
+        {"persistentVolumeClaim": {"claimName": ckpt_claim}} if ckpt_claim else {"emptyDir": {}}
+    )
     volumes = [
         {"name": STATS_VOLUME, "emptyDir": {}},
         {"name": CACHE_VOLUME, **cache},

@@ -63,7 +63,9 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="cost by job, commit, team or namespace over a UTC window",
         description="Cost report over the half-open UTC window [--from, --to).",
     )
-    p.add_argument("--from", dest="start", type=_utc, help="window start, RFC 3339 UTC (2026-03-01T00:00:00Z)")
+    p.add_argument(
+        "--from", dest="start", type=_utc, help="window start, RFC 3339 UTC (2026-03-01T00:00:00Z)"
+    )
     p.add_argument("--to", dest="end", type=_utc, help="window end (exclusive); default now")
     p.add_argument("--last", type=_duration, help="instead of --from: the window ending at --to (e.g. 24h)")
     p.add_argument("--by", choices=["job", "commit", "team", "namespace"], default="job")
@@ -128,7 +130,9 @@ def run_report(args: argparse.Namespace, *, now: datetime | None = None, stderr:
     filters = {"namespace": args.namespace, "team": args.team, "commit": args.commit, "job": args.job}
     bar = ProgressBar(err, enabled=not args.no_progress)
     try:
-        job_series, node_series = fetch(HttpPrometheus(args.prometheus_url, args.timeout), window, filters, bar)
+        job_series, node_series = fetch(
+            HttpPrometheus(args.prometheus_url, args.timeout), window, filters, bar
+        )
         report = build_report(window, args.by, job_series, node_series, filters=filters)
     except (PrometheusUnavailableError, PrometheusQueryError, EmptyWindowError) as e:
         print(f"\nerror: {e}", file=err)

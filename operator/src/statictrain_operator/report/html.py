@@ -52,7 +52,8 @@ def _stacked_time_chart(report: Report) -> str:
     parts.append(f'<text x="{PAD}" y="{PAD - 10}" font-size="11">max {money(top)} USD per bucket</text>')
     parts.append(f'<text x="{PAD}" y="{H - PAD + 15}" font-size="11">{fmt_time(report.window.start)}</text>')
     parts.append(
-        f'<text x="{W - PAD}" y="{H - PAD + 15}" font-size="11" text-anchor="end">{fmt_time(report.window.end)}</text>'
+        f'<text x="{W - PAD}" y="{H - PAD + 15}" font-size="11" text-anchor="end">'
+        f"{fmt_time(report.window.end)}</text>"
     )
     for j, ns in enumerate(series):
         y = H + 20 * j
@@ -71,7 +72,8 @@ def _bars(labels: Sequence[str], values: Sequence[float], unit: str, aria: str) 
     row_h = 22
     height = row_h * len(values) + 10
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" role="img" aria-label="{escape(aria)}">'
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" role="img" '
+        f'aria-label="{escape(aria)}">'
     ]
     for i, (label, v) in enumerate(zip(labels, values, strict=True)):
         w = (W - 300) * v / top
@@ -97,7 +99,9 @@ def _idle_chart(report: Report) -> str:
     ]
     total = sum(v for _, v, _ in parts_v) or 1.0
     x = float(PAD)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="90" role="img" aria-label="idle share">']
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="90" role="img" aria-label="idle share">'
+    ]
     for i, (label, v, color) in enumerate(parts_v):
         w = (W - 2 * PAD) * v / total
         out.append(

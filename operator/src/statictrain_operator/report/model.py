@@ -75,7 +75,9 @@ class ReportWindow:
             if t.tzinfo is None or t.utcoffset() != timedelta(0):
                 raise ValueError(f"window {name} {t.isoformat()} must be UTC, e.g. 2026-03-01T00:00:00Z")
         if self.end <= self.start:
-            raise ValueError(f"window end {fmt_time(self.end)} must be after its start {fmt_time(self.start)}")
+            raise ValueError(
+                f"window end {fmt_time(self.end)} must be after its start {fmt_time(self.start)}"
+            )
         if not 1 <= self.buckets <= 100_000:
             raise ValueError("buckets must be within 1..100000")
 
