@@ -144,41 +144,38 @@ class CrashAfterIntent:
 def test_operator_restart_mid_action_completes_it_once(
     cluster: Any, namespace: str, crd: None, job_api: Any, steps: Callable[..., Trainer]
 ) -> None:
-    name = "spender"
-    create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
-    steps(name, 0.1)
+    name = "shrinker"
+    create_job(cluster, namespace, name, "Auto", replicas=4, elastic={"minReplicas": 1, "maxReplicas": 4})
+    steps(name, 0.1, gpu_util=0.01)
     s = settings(cluster)
     real = job_api
     eventually(lambda: ev_ok(job_api, s, namespace, name), 90, "step-time samples in Prometheus")
-    cluster.kubectl(
-        "patch",
-        labels.PLURAL,
-        name,
-        "-n",
-        namespace,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps({"status": {"cost": {"usd": "5.00"}}}),
-    )
-    with pytest.raises(OperatorKilled):
-        evaluator(CrashAfterIntent(real), s).evaluate(get_job(cluster, namespace, name))
+    crashing = evaluator(CrashAfterIntent(real), s)
+
+    def killed_mid_action() -> bool:
+        try:
+            crashing.evaluate(get_job(cluster, namespace, name))
+        except OperatorKilled:
+            return True
+        return False
+
+    eventually(killed_mid_action, 90, "the first action (the operator dies right after recording it)")
     job = get_job(cluster, namespace, name)
     record = hist.loads(job["metadata"]["annotations"][hist.ANNOTATION])
-    assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SUSPEND, False)]
-    assert job["spec"].get("suspend", False) is False
+    assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SCALE_DOWN, False)]
+    assert job["spec"]["replicas"] == 4
 
     fresh = ClusterJobApi(job_api.kube, job_api.call, job_api.clock)  # a new process: nothing in memory
     restarted = evaluator(fresh, s)  # only what the API server holds
     out = restarted.evaluate(get_job(cluster, namespace, name))
-    assert out.applied == ["Suspend"]
+    assert out.applied == ["ScaleDown"]
     for _ in range(2):
         assert restarted.evaluate(get_job(cluster, namespace, name)).applied == []
     job = get_job(cluster, namespace, name)
-    assert job["spec"]["suspend"] is True
+    assert job["spec"]["replicas"] == 2
     record = hist.loads(job["metadata"]["annotations"][hist.ANNOTATION])
-    assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SUSPEND, True)]
-    assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationSuspend") == 1
+    assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SCALE_DOWN, True)]
+    assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationScaleDown") == 1
 
 
 def ev_ok(job_api: Any, s: AnomalySettings, ns: str, name: str) -> bool:
