@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 
-from .api import Condition, ConditionType
+from .api import CONDITION_TYPES, Condition, ConditionType
 
 __all__ = [
     "ANOMALY_TYPES",
@@ -25,21 +25,16 @@ __all__ = [
     "timestamp",
 ]
 
-LIFECYCLE_TYPES: Final[tuple[ConditionType, ...]] = (
-    "Created",
-    "Running",
-    "Restarting",
-    "Suspended",
-    "Succeeded",
-    "Failed",
-)
-"""Written by the converger only."""
 BUDGET_EXCEEDED: Final[ConditionType] = "BudgetExceeded"
 COST_TYPES: Final[tuple[ConditionType, ...]] = (BUDGET_EXCEEDED,)
 """Written by the cost part (the one budget enforcer) only."""
 REMEDIATION: Final[ConditionType] = "Remediation"
 ANOMALY_TYPES: Final[tuple[ConditionType, ...]] = (REMEDIATION,)
 """Written by the anomaly part only."""
+LIFECYCLE_TYPES: Final[tuple[ConditionType, ...]] = tuple(
+    t for t in CONDITION_TYPES if t not in (*COST_TYPES, *ANOMALY_TYPES)
+)
+"""Created, Running, Restarting, Suspended, Succeeded, Failed: written by the converger only."""
 
 
 class Reason:
