@@ -67,7 +67,7 @@ async def evaluate_all(evaluator: Evaluator, namespaces: NamespaceEvaluator, ind
 
 
 @kopf.on.startup()
-async def anomaly_startup(memo: kopf.Memo, **_: Any) -> None:
+async def anomaly_startup(memo: kopf.Memo, **kwargs: Any) -> None:
     rt = runtime.of(memo)
     settings: AnomalySettings = rt.parts["anomaly"]
     call = Blocking(asyncio.get_running_loop())
@@ -78,7 +78,7 @@ async def anomaly_startup(memo: kopf.Memo, **_: Any) -> None:
     memo["anomaly_evaluator"] = evaluator
     memo["anomaly_namespaces"] = namespaces
     stop = asyncio.Event()
-    work = partial(evaluate_all, evaluator, namespaces, rt.index)
+    work = partial(evaluate_all, evaluator, namespaces, kwargs["trainingjobs_index"])
     first_delay = settings.interval_s / 4
     loops.start_periodic(memo, "anomaly", loops.periodic(work, settings.interval_s, stop, first_delay), stop)
 
