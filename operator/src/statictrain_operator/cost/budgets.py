@@ -3,8 +3,8 @@
 ``onExceeded``: ``Notify`` (alias ``Alert``) emits a Warning Event; ``Suspend``
 sets spec.suspend (the CRD allows only these two). This is the operator's one
 budget enforcer: the anomaly part reports OverBudget but does not act on it.
-The action runs once per limit: the limit it ran for is recorded in the annotation ``statictrain.io/budget-exceeded``; raising
-the limit above the cost re-arms it. Every decision also yields a
+The action runs once per limit: the limit it ran for is recorded in the
+annotation ``statictrain.io/budget-exceeded``; raising the limit above the cost re-arms it. Every decision also yields a
 ``BudgetExceeded`` condition and an Event.
 """
 
