@@ -48,7 +48,9 @@ class HttpKube:
     def __init__(self, endpoint: Endpoint, *, connections: int = 64, timeout_s: float = 30.0) -> None:
         self.endpoint = endpoint
         self.connections = connections
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # No total: waiting for a free pooled connection (many jobs at once) is not a failure; a stuck
+        # connect or a server that stops answering is.
+        self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)
         self._ssl = _ssl_context(endpoint)
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
