@@ -80,17 +80,33 @@ class Watcher(threading.Thread):
         self.seen: dict[str, float] = {}
         self.ready = threading.Event()
         self.stop = watch.Watch()  # type: ignore[no-untyped-call]
+        self.done = False
 
     def run(self) -> None:
-        initial = self.list_fn(self.namespace, label_selector=self.selector)
-        self.ready.set()
-        for event in self.stop.stream(  # type: ignore[no-untyped-call]
-            self.list_fn,
-            self.namespace,
-            label_selector=self.selector,
-            resource_version=initial.metadata.resource_version,
-        ):
-            self.seen.setdefault(event["object"].metadata.name, time.monotonic())
+        first = True
+        while not self.done:
+            try:
+                initial = self.list_fn(self.namespace, label_selector=self.selector)
+                now = time.monotonic()
+                for item in initial.items:  # seen while the watch was re-established: as of the re-list
+                    self.seen.setdefault(item.metadata.name, now)
+                if first:
+                    self.ready.set()
+                    first = False
+                for event in self.stop.stream(  # type: ignore[no-untyped-call]
+                    self.list_fn,
+                    self.namespace,
+                    label_selector=self.selector,
+                    resource_version=initial.metadata.resource_version,
+                ):
+                    self.seen.setdefault(event["object"].metadata.name, time.monotonic())
+            except Exception as e:  # a watch the server ended early: list and watch again
+                if not self.done:
+                    print(f"watch of {self.selector} restarted: {type(e).__name__}", file=sys.stderr)
+
+    def close(self) -> None:
+        self.done = True
+        self.stop.stop()  # type: ignore[no-untyped-call]
 
 
 class KubeconfigCluster:
@@ -210,7 +226,7 @@ def run_size(cluster: Any, jobs: int, parts: str, timeout: float) -> dict[str, A
         mem = memory_mb(op.pid)
         latencies = [jobs_w.seen[f"{n}-worker"] - created[n] for n in names]
         for w in (jobs_w, pods_w):
-            w.stop.stop()  # type: ignore[no-untyped-call]
+            w.close()
         return {
             "jobs": jobs,
             "all_workers_s": round(all_workers_s, 3),
