@@ -244,7 +244,8 @@ def run_size(cluster: Any, jobs: int, parts: str, timeout: float) -> dict[str, A
         if op is not None:
             op.terminate()
             op.wait(30)
-        cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
+        # Wait for the namespace to go, so its garbage collection does not load the next size's run.
+        cluster.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=600s", check=False)
 
 
 def main(argv: list[str] | None = None) -> int:
