@@ -116,8 +116,10 @@ class KubeconfigCluster:
         self.kubeconfig = kubeconfig
         self.env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
 
-    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["kubectl", *args], env=self.env, capture_output=True, text=True, check=check)
+    def kubectl(self, *args: str, check: bool = True, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["kubectl", *args], env=self.env, capture_output=True, text=True, check=check, timeout=timeout
+        )
 
     def stop(self) -> None:
         pass
@@ -152,7 +154,7 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_gb, 1), "os": platform.platform()}
 
 
-def run_size(cluster: Any, jobs: int, parts: str, timeout: float) -> dict[str, Any]:
+def run_size(cluster: Any, jobs: int, parts: str, timeout: float, *, wait_gone: bool) -> dict[str, Any]:
     """One measurement: a fresh namespace and operator, ``jobs`` StaticTrainingJobs created at once."""
     ns = f"bench-{uuid.uuid4().hex[:6]}"
     op: subprocess.Popen[bytes] | None = None
@@ -252,8 +254,12 @@ def run_size(cluster: Any, jobs: int, parts: str, timeout: float) -> dict[str, A
             except subprocess.TimeoutExpired:
                 op.kill()
                 op.wait(30)
-        # Wait for the namespace to go, so its garbage collection does not load the next size's run.
-        cluster.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=600s", check=False)
+        # Before another size: wait for the namespace to go, so its garbage collection does not load that run.
+        wait = ["--wait=true", "--timeout=1200s"] if wait_gone else ["--wait=false"]
+        try:
+            cluster.kubectl("delete", "namespace", ns, *wait, check=False, timeout=1260)
+        except subprocess.TimeoutExpired:
+            print(f"namespace {ns} still terminating; going on", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -288,7 +294,10 @@ def main(argv: list[str] | None = None) -> int:
             str(REPO / "crds" / "statictrain.io_statictrainingjobs.yaml"),
         )
         cluster.kubectl("wait", "--for=condition=Established", "crd/statictrainingjobs.statictrain.io")
-        runs = [run_size(cluster, n, args.parts, args.timeout) for n in sizes]
+        runs = []
+        for i, n in enumerate(sizes):
+            runs.append(run_size(cluster, n, args.parts, args.timeout, wait_gone=i + 1 < len(sizes)))
+            print(json.dumps(runs[-1]), file=sys.stderr)  # each size as soon as it is measured
         nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
         versions = {d: metadata.version(d) for d in ("kopf", "aiohttp", "statictrain-operator")}
         versions["python"] = platform.python_version()
