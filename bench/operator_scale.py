@@ -154,8 +154,13 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_gb, 1), "os": platform.platform()}
 
 
-def run_size(cluster: Any, jobs: int, parts: str, timeout: float, *, wait_gone: bool) -> dict[str, Any]:
-    """One measurement: a fresh namespace and operator, ``jobs`` StaticTrainingJobs created at once."""
+def run_size(
+    cluster: Any, jobs: int, parts: str, timeout: float, *, wait_gone: bool, pythonpath: str | None = None
+) -> dict[str, Any]:
+    """One measurement: a fresh namespace and operator, ``jobs`` StaticTrainingJobs created at once.
+
+    ``pythonpath`` replaces the operator's PYTHONPATH (e.g. "" runs the operator installed in the venv,
+    the baseline, instead of a worktree's sources put first by env.sh)."""
     ns = f"bench-{uuid.uuid4().hex[:6]}"
     op: subprocess.Popen[bytes] | None = None
     try:
@@ -176,6 +181,8 @@ def run_size(cluster: Any, jobs: int, parts: str, timeout: float, *, wait_gone: 
                 "STATICTRAIN_OPERATOR_CHECKPOINT_VOLUME_SIZE": "",
             }
         )
+        if pythonpath is not None:
+            env["PYTHONPATH"] = pythonpath
         exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
         assert exe, "statictrain-operator is not installed next to this python"
         log = (pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"{ns}-operator.log").open("wb")
@@ -274,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parts", default="", help="optional operator parts to run too (e.g. cost,anomaly)")
     p.add_argument("--timeout", type=float, default=900)
     p.add_argument("--out", type=pathlib.Path, default=RESULT)
+    p.add_argument(
+        "--baseline-sizes",
+        default="",
+        help="sizes also measured, just before, with the baseline operator: the one installed in the venv "
+        "(PYTHONPATH cleared), e.g. main's when this runs from a worktree with env.sh",
+    )
     args = p.parse_args(argv)
     sizes = [int(x) for x in str(args.jobs).split(",") if x.strip()]
 
@@ -295,7 +308,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         cluster.kubectl("wait", "--for=condition=Established", "crd/statictrainingjobs.statictrain.io")
         runs = []
+        baseline: dict[int, dict[str, Any]] = {}
+        base_sizes = {int(x) for x in str(args.baseline_sizes).split(",") if x.strip()}
         for i, n in enumerate(sizes):
+            if n in base_sizes:  # side by side: the baseline right before, on the same cluster and load
+                baseline[n] = run_size(cluster, n, args.parts, args.timeout, wait_gone=True, pythonpath="")
+                print(json.dumps({"baseline": baseline[n]}), file=sys.stderr)
             runs.append(run_size(cluster, n, args.parts, args.timeout, wait_gone=i + 1 < len(sizes)))
             print(json.dumps(runs[-1]), file=sys.stderr)  # each size as soon as it is measured
         nodes = json.loads(cluster.kubectl("get", "nodes", "-o", "json").stdout)["items"]
@@ -313,6 +331,14 @@ def main(argv: list[str] | None = None) -> int:
         for run in runs[1:]:
             n = run["jobs"]
             result.update({f"{k}_{n}": v for k, v in run.items() if k != "jobs"})
+        for n, base in baseline.items():
+            new = next(r for r in runs if r["jobs"] == n)
+            result[f"baseline_{n}"] = base
+            result[f"ratio_new_over_baseline_{n}"] = {
+                k: round(new[k] / base[k], 3)
+                for k in ("handler_latency_p50_s", "handler_latency_p99_s", "all_worker_jobs_s", "operator_cpu_s")
+                if new.get(k) and base.get(k)
+            }
         result.update(
             {
                 "goals": {"all_workers_s": 10, "handler_latency_p50_s": 0.2, "handler_latency_p99_s": 1.0},
