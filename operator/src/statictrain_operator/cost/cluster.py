@@ -20,11 +20,13 @@ from statictrain_operator import writer
 from statictrain_operator.kube import events, port
 from statictrain_operator.kube.blocking import Blocking
 
-__all__ = ["COMPONENT", "ClusterCost"]
+__all__ = ["COMPONENT", "STATE_KEY", "ClusterCost"]
 
 log = logging.getLogger(__name__)
 
 COMPONENT = "statictrain-cost"
+STATE_KEY = "state.json"
+"""Key of the cost state (cost.ledger.CostState) in its ConfigMap."""
 
 
 class ClusterCost:
@@ -37,8 +39,13 @@ class ClusterCost:
         jobs: Callable[[], list[dict[str, Any]]],
         job: Callable[[str, str], dict[str, Any] | None],
         clock: Callable[[], datetime],
+        *,
+        state_configmap: str = "",
     ) -> None:
+        """``state_configmap``: ``namespace/name`` of the ConfigMap holding the cost state; "" keeps none."""
         self.kube, self.call, self._jobs, self._job, self.clock = kube, call, jobs, job, clock
+        ns, _, name = state_configmap.partition("/")
+        self.state_ref: tuple[str, str] | None = (ns, name) if state_configmap else None
         self.writer = writer.StatusWriter(kube, writer.COST)
         self.nodes: list[dict[str, Any]] | None = None
         """The nodes listed at the start of this tick (None: list them when asked)."""
@@ -86,3 +93,28 @@ class ClusterCost:
     def patch_node_annotations(self, name: str, annotations: Mapping[str, str | None]) -> None:
         """Merge-patch annotations on a node (None removes a key)."""
         self.call(self.kube.merge_patch(port.NODES, None, name, {"metadata": {"annotations": dict(annotations)}}))
+
+    def read_state(self) -> str | None:
+        """The saved cost state, None when there is none (or no ConfigMap is configured)."""
+        if self.state_ref is None:
+            return None
+        cm = self.call(self.kube.get(port.CONFIGMAPS, *self.state_ref))
+        text: str | None = ((cm or {}).get("data") or {}).get(STATE_KEY)
+        return text
+
+    def write_state(self, text: str) -> bool:
+        """Save the cost state in its ConfigMap (created when missing); False (logged) when it cannot."""
+        if self.state_ref is None:
+            return True
+        ns, name = self.state_ref
+        try:
+            patch = {"data": {STATE_KEY: text}}
+            if self.call(self.kube.merge_patch(port.CONFIGMAPS, ns, name, patch)) is not None:
+                return True
+            body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}, **patch}
+            if self.call(self.kube.create(port.CONFIGMAPS, body)) is not None:
+                return True
+            return self.call(self.kube.merge_patch(port.CONFIGMAPS, ns, name, patch)) is not None  # raced: exists
+        except port.ApiError as e:
+            log.warning("cost state ConfigMap %s/%s not written: %s", ns, name, e)
+            return False

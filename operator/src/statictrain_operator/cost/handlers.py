@@ -19,7 +19,7 @@ import asyncio
 import logging
 import urllib.request
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import IO, Any, cast
@@ -42,7 +42,7 @@ from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.annotator import node_facts, plan_node_patches
 from statictrain_operator.cost.cluster import ClusterCost
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.live_prices import refresh_azure
+from statictrain_operator.cost.live_prices import RefreshSchedule, load, refresh_azure
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.kube.blocking import Blocking
 from statictrain_operator.prom import HttpPrometheus
@@ -73,8 +73,8 @@ class CostRuntime:
             live_max_age=timedelta(hours=settings.live_max_age_h),
         )
         self._custom: list[CustomPrice] = []
-        self._live: LiveQuotes | None = None
-        self._live_at = datetime.min.replace(tzinfo=UTC)
+        self._live: LiveQuotes | None = load("azure", Path(settings.live_cache_dir))  # the last known, at once
+        self._live_schedule = RefreshSchedule(every_s=settings.live_refresh_s)
         self.metrics = CostMetrics(registry)
         self.accountant = Accountant(
             kube=cluster,
@@ -102,10 +102,10 @@ class CostRuntime:
                 {f.instance_type for f in facts if f.instance_type and f.instance_type.startswith("Standard_")}
             )
             regions = sorted({f.region for f in facts if f.region and f.instance_type in skus})
-            due = (now - self._live_at).total_seconds() > self.settings.live_refresh_s
-            if skus and due:
-                self._live = refresh_azure(_urlopen, regions, skus, now, Path(self.settings.live_cache_dir))
-                self._live_at = now
+            if skus and self._live_schedule.due(now):
+                quotes, fresh = refresh_azure(_urlopen, regions, skus, now, Path(self.settings.live_cache_dir))
+                self._live = quotes or self._live
+                self._live_schedule = self._live_schedule.after(fresh, now)
 
     def annotate(self, nodes: list[dict[str, Any]]) -> int:
         now = self.clock()
@@ -118,7 +118,7 @@ class CostRuntime:
             ann = (node.get("metadata") or {}).get("annotations") or {}
             merged = {**ann, **{k: v for k, v in patches.get(facts.name, {}).items() if v is not None}}
             hourly = merged.get(labels.HOURLY_COST)
-            if hourly and facts.gpu_count > 0:
+            if hourly:
                 source = merged.get(labels.PRICE_SOURCE, "")
                 self.metrics.set_node_hourly(
                     facts.name, facts.instance_type or "", facts.capacity_type, source, float(hourly)
@@ -152,7 +152,14 @@ async def _tick(rt: CostRuntime) -> None:
 async def cost_startup(memo: kopf.Memo, **_: Any) -> None:
     rt = runtime.of(memo)
     settings: CostSettings = rt.parts["cost"]
-    cluster = ClusterCost(rt.kube, Blocking(asyncio.get_running_loop()), rt.jobs, rt.job, rt.clock)
+    cluster = ClusterCost(
+        rt.kube,
+        Blocking(asyncio.get_running_loop()),
+        rt.jobs,
+        rt.job,
+        rt.clock,
+        state_configmap=settings.state_configmap,
+    )
     cost = CostRuntime(settings, cluster, rt.clock)
     memo["cost_runtime"] = cost
     stop = asyncio.Event()
