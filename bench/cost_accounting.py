@@ -45,8 +45,8 @@ from statictrain import labels
 from statictrain.pricing import NodeFacts, parse_catalog, price_node, shipped_catalog_text
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.prom import HttpPrometheus, Series
 from statictrain_operator.cost.settings import CostSettings
+from statictrain_operator.prom import HttpPrometheus, Series
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.model import ReportWindow, build_report
 from statictrain_operator.report.text import to_json

@@ -71,11 +71,14 @@ from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.nodepool import GPU, Pool, node_manifests
 from statictrain_operator.cost.accounting import Accountant
+from statictrain_operator.cost.cluster import ClusterCost
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.cost.settings import CostSettings
-from statictrain_operator.kube.clients import build
-from statictrain_operator.kube.costs import KubeCostClient
+from statictrain_operator.kube import endpoint
+from statictrain_operator.kube.blocking import LoopThread
+from statictrain_operator.kube.http import HttpKube
+from statictrain_operator.kube.port import STJ
+from statictrain_operator.prom import HttpPrometheus
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.model import GroupBy, ReportWindow, build_report
 from statictrain_operator.report.text import to_json
@@ -406,6 +409,21 @@ class Scenario:
         return self.done(proc, key)
 
 
+def cluster_cost(cluster: LocalCluster, state: str) -> ClusterCost:
+    """The cost part's API calls over the Kube port (a loop in a thread; the API's job list stands in for
+    kopf's index)."""
+    api = HttpKube(endpoint.load(str(cluster.kubeconfig)))
+    call = LoopThread().__enter__()  # a daemon thread for the life of this process
+
+    def jobs() -> list[dict[str, Any]]:
+        return call(api.list(STJ))
+
+    def job(namespace: str, name: str) -> dict[str, Any] | None:
+        return call(api.get(STJ, namespace, name))
+
+    return ClusterCost(api, call, jobs, job, _now, state_configmap=state)
+
+
 class OperatorProcess:
     """The cost part of the operator: an Accountant every 2 s and its metrics served over HTTP."""
 
@@ -417,7 +435,7 @@ class OperatorProcess:
         settings = CostSettings(prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, counter_lookback_s=60.0)
         self.clock_override: float | None = None
         self.acc = Accountant(
-            kube=KubeCostClient(build(str(cluster.kubeconfig)), _now, state),
+            kube=cluster_cost(cluster, state),
             prom=HttpPrometheus(prom.url),
             catalog=parse_catalog(shipped_catalog_text()),
             settings=settings,

@@ -28,7 +28,6 @@ from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 
 from statictrain_operator.cli_args import add_prometheus_url
-from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.estimate import (
     Offer,
     Option,
@@ -39,6 +38,7 @@ from statictrain_operator.estimate import (
     speeds_by_family,
 )
 from statictrain_operator.history import query_speed
+from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 
 Kubectl = Callable[[Sequence[str], str | None], subprocess.CompletedProcess[str]]
 DEFAULT_HISTORY = timedelta(days=30)

@@ -198,7 +198,6 @@ _QUERIES: tuple[tuple[str, Callable[[NvmlApi, Any], list[Value]]], ...] = (
     ("ecc_corrected", _ecc(NVML_MEMORY_ERROR_TYPE_CORRECTED, "corrected")),
     ("ecc_uncorrected", _ecc(NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrected")),
 )
-QUERY_NAMES = (*(name for name, _ in _QUERIES), "fields", "xid_events")
 
 
 class GpuSampler:

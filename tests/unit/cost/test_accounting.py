@@ -17,8 +17,8 @@ from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.budgets import BUDGET_ACTED
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.prom import PrometheusUnavailableError, Series
 from statictrain_operator.cost.settings import CostSettings
+from statictrain_operator.prom import PrometheusUnavailableError, Series
 
 T0 = datetime(2026, 3, 1, 0, 0, 0, tzinfo=UTC)
 

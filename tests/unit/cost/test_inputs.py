@@ -17,7 +17,7 @@ from statictrain_operator.cost.inputs import (
     pod_info,
     usage_queries,
 )
-from statictrain_operator.cost.prom import Series, parse_result
+from statictrain_operator.prom import Series, parse_result
 
 
 def pod(uid: str, phase: str = "Running", finished: str | None = None, gpus: str = "2") -> dict[str, Any]:

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from statictrain.cost import Sample
 from statictrain_operator.cli import build_parser, run_report
-from statictrain_operator.cost.prom import Series
+from statictrain_operator.prom import Series
 from statictrain_operator.report.fetch import _chunks, fetch, job_filters
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc

@@ -334,7 +334,8 @@ class Trainer:
 
     def _done(self, step: int) -> str | None:
         s = self.settings
-        if step >= s.max_steps:
+        limit = s.max_steps or self.workload.max_steps  # the job's spec first, else the entrypoint's own
+        if limit and step >= limit:
             return "max_steps"
         if s.max_tokens and self.tokens_per_step and step * self.tokens_per_step >= s.max_tokens:
             return "max_tokens"

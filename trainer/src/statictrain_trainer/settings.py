@@ -63,8 +63,9 @@ class TrainerSettings:
     """DDP gradient bucket size in MiB."""
     grad_accum_steps: int = 1
     """Micro-batches per optimizer step; all but the last skip the all-reduce."""
-    max_steps: int = 1000
-    """Stop after this many optimizer steps (global, across restarts)."""
+    max_steps: int = 0
+    """Stop after this many optimizer steps (global, across restarts): spec.training.maxSteps. 0 (unset):
+    the entrypoint decides (Workload.max_steps), as the CRD documents."""
     max_tokens: int = 0
     """Stop once this many tokens were processed (0: no token limit)."""
     batch_size: int = 0
@@ -179,7 +180,7 @@ def settings_from_env(env: Mapping[str, str]) -> TrainerSettings:
         fp8=_bool(env, envvars.FP8, False),
         bucket_cap_mb=_int(env, envvars.BUCKET_CAP_MB, 25, 1),
         grad_accum_steps=_int(env, envvars.GRAD_ACCUM_STEPS, 1, 1),
-        max_steps=_int(env, envvars.MAX_STEPS, 1000, 1),
+        max_steps=_int(env, envvars.MAX_STEPS, 0, 1),
         max_tokens=_int(env, envvars.MAX_TOKENS, 0, 0),
         batch_size=_int(env, envvars.BATCH_SIZE, 0, 0),
         checkpoint_dir=_path(env, envvars.CHECKPOINT_DIR),

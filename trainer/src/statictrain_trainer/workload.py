@@ -57,6 +57,8 @@ class Workload:
     """AdamW weight decay."""
     max_batch_size: int = 0
     """Largest per-rank batch the autotuner may try; 0: 8 x batch_size."""
+    max_steps: int = 0
+    """Optimizer steps to train when spec.training.maxSteps is unset; 0: until stopped (tokens, signal)."""
     name: str = field(default="")
     """Name for logs and the compile-cache key; the entrypoint when empty."""
     hidden_and_head: HiddenAndHeadFn | None = None

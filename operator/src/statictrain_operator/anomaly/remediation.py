@@ -7,7 +7,7 @@ Bounded, reversible actions, one kind per finding kind:
 | IdleGPU            | ScaleDown: halve the distance to elastic.minReplicas   |
 | ThroughputRegression | RevertSettings: back to the last good compile/precision/distributed settings |
 | Stalled            | RestartFromCheckpoint: replace the worker pods          |
-| OverBudget         | Suspend: spec.suspend = true (only when budget.onExceeded is Suspend) |
+| OverBudget         | none: reported only (the cost part is the one budget enforcer, spec.budget.onExceeded) |
 
 Guards, in order: mode Off; missing data (fail closed); an action already in
 flight (recorded intent, so an operator restart completes it instead of
@@ -158,12 +158,7 @@ def plan_action(finding: Finding, job: JobView, history: History) -> tuple[Actio
     """The action and its target for a finding, or a message saying why there is none."""
     spec = job.spec
     if finding.kind is FindingKind.OVER_BUDGET:
-        on_exceeded = spec.get("budget", {}).get("onExceeded", "Notify")
-        if on_exceeded != "Suspend":
-            return f"budget.onExceeded is {on_exceeded}: set it to Suspend to let the operator suspend the job"
-        if spec.get("suspend", False):
-            return "already suspended"
-        return ActionKind.SUSPEND, {"suspend": True}
+        return "budgets are enforced by the cost part (spec.budget.onExceeded), not by remediation"
     if finding.kind is FindingKind.STALLED:
         return ActionKind.RESTART_FROM_CHECKPOINT, {"podsCreatedBefore": finding.since.isoformat()}
     if finding.kind is FindingKind.THROUGHPUT_REGRESSION:

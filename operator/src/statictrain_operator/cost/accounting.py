@@ -39,15 +39,15 @@ from statictrain_operator.cost.inputs import (
     usage_queries,
 )
 from statictrain_operator.cost.ledger import CostState, Ledger
-from statictrain_operator.cost.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.cost.status import accumulate, step_mark
+from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
 log = logging.getLogger(__name__)
 
 
 class CostKube(Protocol):
-    """The API calls accounting needs (kube/costs.py and kube/nodes.py implement them)."""
+    """The API calls accounting needs (cost/cluster.py implements them over the Kube port)."""
 
     def list_nodes(self) -> list[dict[str, Any]]: ...
     def list_worker_pods(self) -> list[dict[str, Any]]: ...
@@ -330,14 +330,9 @@ class Accountant:
             self.kube.emit_event(job, d.reason, d.message, event_type)
         except Exception as e:  # e.g. its namespace is terminating: one job's Event must not end the run
             log.warning("could not post event %s about %s/%s: %s", d.reason, ns, name, e)
-        if d.condition is not None:
-            conds = [
-                c
-                for c in (job.get("status") or {}).get("conditions") or []
-                if c.get("type") != budgets.CONDITION
-            ]
+        if d.condition is not None:  # its own condition only: the API server merges conditions by type
             try:
-                self.kube.patch_job_status(ns, name, {"conditions": [*conds, dict(d.condition)]})
+                self.kube.patch_job_status(ns, name, {"conditions": [dict(d.condition)]})
             except Exception as e:  # the CRD may not list the condition type yet
                 log.warning("could not record condition %s on %s/%s: %s", budgets.CONDITION, ns, name, e)
         result.budget_actions.append((key, d.action))

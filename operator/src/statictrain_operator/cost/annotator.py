@@ -30,15 +30,6 @@ from statictrain.quantities import parse_quantity
 PRICE_NOTES = labels.PRICE_NOTES
 """Annotation explaining a flagged price (to move into statictrain.labels)."""
 
-PRICE_KEYS = (
-    labels.HOURLY_COST,
-    labels.GPU_HOURLY_COST,
-    labels.PRICE_CAPACITY_TYPE,
-    labels.PRICE_SOURCE,
-    PRICE_NOTES,
-)
-
-
 def _gpu_count(node: Mapping[str, Any]) -> int:
     status = node.get("status") or {}
     for key in ("capacity", "allocatable"):

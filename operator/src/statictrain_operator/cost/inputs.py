@@ -24,7 +24,7 @@ from statictrain.promql import Matcher, range_duration, selector
 from statictrain.quantities import parse_quantity
 
 from statictrain_operator.cost.annotator import node_facts
-from statictrain_operator.cost.prom import Series
+from statictrain_operator.prom import Series
 
 TERMINAL = ("Succeeded", "Failed")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"

@@ -15,8 +15,10 @@ from functools import partial
 from statictrain.cost import Sample
 from statictrain.promql import range_duration, selector
 
-from statictrain_operator.cost.prom import PromReader, Series
+from statictrain_operator.prom import PromReader, Series
 from statictrain_operator.report.model import JOB_METRICS, NODE_METRICS, ReportWindow
+
+__all__ = ["BASELINE_LOOKBACK_S", "FILTER_LABELS", "MAX_POINTS", "Progress", "fetch", "job_filters"]
 
 MAX_POINTS = 10_000
 PARALLEL_QUERIES = 4

@@ -21,7 +21,23 @@ from typing import Literal
 from statictrain import metrics
 from statictrain.cost import Sample
 
-from statictrain_operator.cost.prom import Series
+from statictrain_operator.prom import Series
+
+__all__ = [
+    "EPSILON_S",
+    "GROUP_LABELS",
+    "JOB_METRICS",
+    "NODE_METRICS",
+    "EmptyWindowError",
+    "GroupBy",
+    "Report",
+    "ReportWindow",
+    "Row",
+    "build_report",
+    "fmt_time",
+    "money",
+    "parse_utc",
+]
 
 GroupBy = Literal["job", "commit", "team", "namespace"]
 GROUP_LABELS: Mapping[GroupBy, tuple[str, ...]] = {

@@ -25,6 +25,8 @@ from statictrain_operator.report.model import (
     parse_utc,
 )
 
+__all__ = ["matches", "status_report"]
+
 
 def _f(value: object) -> float:
     try:

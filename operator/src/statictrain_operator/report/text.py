@@ -9,6 +9,8 @@ from typing import Any
 
 from statictrain_operator.report.model import GROUP_LABELS, Report, Row, fmt_time, money
 
+__all__ = ["COLUMNS", "to_csv", "to_json", "to_table"]
+
 COLUMNS = (
     "usd",
     "gpu_usd",
