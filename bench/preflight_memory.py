@@ -26,9 +26,8 @@ ENTRYPOINT = "statictrain_trainer.examples.gpt2:build"
 
 def measure(mode: str, batch: int) -> dict[str, float]:
     import torch  # noqa: PLC0415
-    from torch.nn import functional as F  # noqa: N812, PLC0415
-
     from statictrain_trainer.examples import gpt2  # noqa: PLC0415
+    from torch.nn import functional as F  # noqa: N812, PLC0415
 
     torch.manual_seed(0)
     w = gpt2.build()
@@ -65,7 +64,6 @@ def main() -> int:
         print(json.dumps(measure(args.measure[0], int(args.measure[1]))))
         return 0
     import torch  # noqa: PLC0415
-
     from statictrain_trainer import preflight  # noqa: PLC0415
 
     spec = {

@@ -26,7 +26,12 @@ def _spec(entrypoint: str, **extra: Any) -> dict[str, Any]:
         "env": [{"name": "STATICTRAIN_BATCH_SIZE", "value": "16"}],
     }
     spec.update(extra)
-    return {"apiVersion": "statictrain.io/v1alpha1", "kind": "StaticTrainingJob", "metadata": {"name": "p"}, "spec": spec}
+    return {
+        "apiVersion": "statictrain.io/v1alpha1",
+        "kind": "StaticTrainingJob",
+        "metadata": {"name": "p"},
+        "spec": spec,
+    }
 
 
 def _run(tmp_path: Path, doc: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
@@ -109,7 +114,7 @@ def test_a_model_too_big_for_every_allowed_gpu_fails() -> None:
     catalog = parse_catalog(shipped_catalog_text())
     spec = {"resources": {"gpusPerReplica": 1, "gpuModels": ["T4", "L4"]}}
     probe = _probe(params=2 * GIB, acts=GIB)  # params+grads+Adam 8 GiB, activations 8 x 1 GiB
-    peak, parts, _ = preflight.peak_bytes(probe)
+    peak, _, _ = preflight.peak_bytes(probe)
     assert peak == 8 * GIB + 8 * GIB
     rows = preflight.fit_rows(spec, peak, catalog)
     fits = {r["gpu"]: r["fits"] for r in rows}
@@ -127,3 +132,18 @@ def test_second_step_recompile_is_a_warning() -> None:
     problems, warnings = preflight.verdict({"resources": {"gpusPerReplica": 0}}, probe, [])
     assert problems == []
     assert warnings and "recompiled" in warnings[0]
+
+
+def test_activation_bytes_match_the_tiny_mlps_saved_tensors_by_hand() -> None:
+    """Oracle by hand: fp32 Linear(16->32) saves its input (16), tanh its output (32, also the second
+    Linear's input, one storage), mse_loss input and target (4 + 4): 56 floats per sample, weights excluded."""
+    import contextlib  # noqa: PLC0415
+
+    from statictrain_trainer.examples import tiny  # noqa: PLC0415
+    from statictrain_trainer.loop import LossModule  # noqa: PLC0415
+    from statictrain_trainer.preflight_probe import activation_bytes  # noqa: PLC0415
+
+    w = tiny.build()
+    module = LossModule(w.model, w.loss)
+    for n in (1, 3, 8):
+        assert activation_bytes(module, w.batch, n, contextlib.nullcontext) == n * (16 + 32 + 4 + 4) * 4

@@ -25,6 +25,7 @@ entrypoint that does not import (with the import error).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import statistics
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from statictrain import envvars, gpus, labels
+from statictrain import envvars, gpus, manifest
 from statictrain.pricing import ON_DEMAND, SPOT, Catalog, parse_catalog, shipped_catalog_text
 
 GIB = 1024**3
@@ -65,16 +66,7 @@ class Request:
 
 def read_spec(path: str) -> dict[str, Any]:
     """One StaticTrainingJob manifest (YAML or JSON); ValueError saying what is wrong."""
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"cannot read {path}: {e}") from None
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise ValueError(f"{path}: expected exactly one StaticTrainingJob manifest, found {len(docs)} documents")
-    doc: dict[str, Any] = docs[0]
-    if doc.get("kind") != labels.KIND:
-        raise ValueError(f"{path}: kind is {doc.get('kind')!r}, expected {labels.KIND}")
+    doc = manifest.read_job(path, yaml.safe_load_all)
     if not str((doc.get("spec") or {}).get("entrypoint") or ""):
         raise ValueError(f"{path}: spec.entrypoint is missing; set it to module:function")
     return doc
@@ -82,7 +74,9 @@ def read_spec(path: str) -> dict[str, Any]:
 
 def spec_env(spec: Mapping[str, Any]) -> dict[str, str]:
     """spec.env as a mapping (the model's own arguments travel this way)."""
-    return {str(e["name"]): str(e.get("value", "")) for e in spec.get("env") or [] if isinstance(e, dict) and "name" in e}
+    return {
+        str(e["name"]): str(e.get("value", "")) for e in spec.get("env") or [] if isinstance(e, dict) and "name" in e
+    }
 
 
 def request(spec: Mapping[str, Any], reduced_batch: int, backend: str) -> Request:
@@ -213,9 +207,29 @@ def _gib(n: float) -> str:
     return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 2**20:.1f} MiB"
 
 
-def render(spec: Mapping[str, Any], req: Request, probe: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
-           peak: int, parts: Mapping[str, int], basis: str, problems: Sequence[str],
-           warnings: Sequence[str]) -> str:  # fmt: skip
+@dataclass(frozen=True)
+class Outcome:
+    """The child's measurements and the verdict on them (``--json`` prints this)."""
+
+    probe: dict[str, Any]
+    peak_bytes: int
+    parts: dict[str, int]
+    basis: str
+    gpus: list[dict[str, Any]]
+    problems: list[str]
+    warnings: list[str]
+    reserve_bytes: int = CONTEXT_RESERVE_BYTES
+
+
+def assess(spec: Mapping[str, Any], probe: dict[str, Any], catalog: Catalog) -> Outcome:
+    peak, parts, basis = peak_bytes(probe)
+    rows = fit_rows(spec, peak, catalog)
+    problems, warnings = verdict(spec, probe, rows)
+    return Outcome(probe, peak, parts, basis, rows, problems, warnings)
+
+
+def render(spec: Mapping[str, Any], req: Request, out: Outcome) -> str:
+    probe, rows, peak, parts, basis = out.probe, out.gpus, out.peak_bytes, out.parts, out.basis
     lines = [
         f"entrypoint: {req.entrypoint} ({probe['workload']}, {probe['parameters']:,} parameters)",
         f"compile: mode={req.mode} fullgraph={req.fullgraph} dynamic={req.dynamic} precision={req.precision}; "
@@ -251,9 +265,9 @@ def render(spec: Mapping[str, Any], req: Request, probe: Mapping[str, Any], rows
             lines.append(f"  {r['gpu']}: {mem}, {fit}; {price}")
         lines.append("  $ to finish needs the job's speed on the GPU, which a CPU run cannot measure: "
                      "see `statictrain estimate -f job.yaml` (measured history)")  # fmt: skip
-    lines.extend(f"warning: {w}" for w in warnings)
-    lines.extend(f"PROBLEM: {p}" for p in problems)
-    lines.append("result: " + ("FAIL" if problems else "pass"))
+    lines.extend(f"warning: {w}" for w in out.warnings)
+    lines.extend(f"PROBLEM: {p}" for p in out.problems)
+    lines.append("result: " + ("FAIL" if out.problems else "pass"))
     return "\n".join(lines) + "\n"
 
 
@@ -261,7 +275,7 @@ def run_probe(req: Request, env: Mapping[str, str], timeout_s: float) -> tuple[i
     """Run the child; its exit code, its result (None when it wrote none) and the tail of its stderr."""
     with tempfile.TemporaryDirectory(prefix="statictrain-preflight-") as tmp:
         req_path, out_path = Path(tmp, "request.json"), Path(tmp, "result.json")
-        req_path.write_text(json.dumps(req.__dict__))
+        req_path.write_text(json.dumps(dataclasses.asdict(req)))
         cmd = [sys.executable, "-m", "statictrain_trainer.preflight_probe", str(req_path), str(out_path)]
         child_env = {**os.environ, **env, "CUDA_VISIBLE_DEVICES": ""}
         try:
@@ -302,17 +316,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         why = f"exit status {code}" if code >= 0 else "timeout"
         print(f"FAIL: the pre-flight process for {req.entrypoint} failed ({why}):\n{stderr}", file=sys.stderr)
         return 1
-    catalog = parse_catalog(shipped_catalog_text())
-    peak, parts, basis = peak_bytes(probe)
-    rows = fit_rows(spec, peak, catalog)
-    problems, warnings = verdict(spec, probe, rows)
+    outcome = assess(spec, probe, parse_catalog(shipped_catalog_text()))
     if args.json:
-        out = {"probe": probe, "peak_bytes": peak, "parts": parts, "basis": basis, "gpus": rows,
-               "reserve_bytes": CONTEXT_RESERVE_BYTES, "problems": problems, "warnings": warnings}  # fmt: skip
-        print(json.dumps(out, indent=1))
+        print(json.dumps(dataclasses.asdict(outcome), indent=1))
     else:
-        sys.stdout.write(render(spec, req, probe, rows, peak, parts, basis, problems, warnings))
-    return 1 if problems else 0
+        sys.stdout.write(render(spec, req, outcome))
+    return 1 if outcome.problems else 0
 
 
 if __name__ == "__main__":

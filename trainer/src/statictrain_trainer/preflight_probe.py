@@ -32,7 +32,7 @@ from .exitcodes import UserError
 from .loop import LossModule
 from .optim import adamw
 from .precision import autocast_factory
-from .workload import load_entrypoint
+from .workload import Workload, load_entrypoint
 
 _CPU = torch.device("cpu")
 
@@ -71,7 +71,9 @@ def activation_bytes(
     return total[0]
 
 
-def graph_breaks(module: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast: Callable[[], Any]) -> list[dict[str, str]]:
+def graph_breaks(
+    module: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast: Callable[[], Any]
+) -> list[dict[str, str]]:
     """Each graph break dynamo takes in model+loss: its reason and the innermost source file:line."""
     with autocast():
         explained = torch._dynamo.explain(module)(x, y)
@@ -86,20 +88,19 @@ def graph_breaks(module: nn.Module, x: torch.Tensor, y: torch.Tensor, autocast: 
 
 
 def compiled_steps(
-    module: nn.Module, workload_lr: float, workload_wd: float, req: dict[str, Any], count: int,
-    batch: Callable[[int, int], tuple[torch.Tensor, torch.Tensor]], autocast: Callable[[], Any],
-) -> dict[str, Any]:  # fmt: skip
+    module: nn.Module, workload: Workload, req: dict[str, Any], *, count: int, autocast: Callable[[], Any]
+) -> dict[str, Any]:
     """Two optimizer steps through torch.compile; compile counts, step times, losses, optimizer state bytes."""
     backend = req["backend"]
     kwargs: dict[str, Any] = {"fullgraph": req["fullgraph"], "dynamic": req["dynamic"], "backend": backend}
     if backend == "inductor" and req["mode"] != "default":
         kwargs["mode"] = req["mode"]
     forward: Callable[..., torch.Tensor] = module if req["mode"] == "none" else torch.compile(module, **kwargs)
-    opt = adamw(module, workload_lr, workload_wd, _CPU)
+    opt = adamw(module, workload.learning_rate, workload.weight_decay, _CPU)
     before = dynamo_stats.read()
     steps: list[dict[str, Any]] = []
     for i in range(2):
-        x, y = batch(i * count, count)
+        x, y = workload.batch(i * count, count)
         start = dynamo_stats.read()
         t0 = time.perf_counter()
         with autocast():
@@ -155,9 +156,7 @@ def probe(req: dict[str, Any]) -> dict[str, Any]:
     if req["fullgraph"] and result["graph_breaks"]:
         result["compile"] = None  # fullgraph would refuse to compile; the breaks above say where
     else:
-        result["compile"] = compiled_steps(
-            module, workload.learning_rate, workload.weight_decay, req, small, workload.batch, autocast
-        )
+        result["compile"] = compiled_steps(module, workload, req, count=small, autocast=autocast)
         losses = [s["loss"] for s in result["compile"]["steps"]]
         result["finite_losses"] = all(math.isfinite(v) for v in losses)
     return result
