@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,11 +35,48 @@ def _spec(entrypoint: str, **extra: Any) -> dict[str, Any]:
     }
 
 
-def _run(tmp_path: Path, doc: dict[str, Any], *args: str) -> subprocess.CompletedProcess[str]:
+def _run(
+    tmp_path: Path, doc: dict[str, Any], *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     path = tmp_path / "job.yaml"
     path.write_text(json.dumps(doc))  # JSON is YAML
     cmd = [sys.executable, "-m", "statictrain_trainer.preflight", "-f", str(path), *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False, env=env)
+
+
+RECOMPILING_MODEL = """
+from torch import nn
+from statictrain_trainer.examples import tiny
+
+
+class Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = tiny.TinyMLP()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.net(x) * self.calls  # a Python int that changes every call: dynamo guards on it
+
+
+def build():
+    w = tiny.build()
+    w.model = Counting()
+    return w
+"""
+
+
+@pytest.mark.slow
+def test_a_model_that_recompiles_every_step_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "recompiling_model.py").write_text(RECOMPILING_MODEL)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    doc = _spec("recompiling_model:build", compile={"mode": "default", "fullgraph": True})
+    proc = _run(tmp_path, doc, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["probe"]["compile"]["steps"][1]["recompiles"] >= 1
+    assert any("recompiled" in w for w in out["warnings"])
 
 
 @pytest.mark.slow
