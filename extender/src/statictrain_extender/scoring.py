@@ -18,18 +18,15 @@ without a price gets cost_score 0: unknown is never cheap.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .gpus import DEFAULT_RELATIVE_THROUGHPUT
 from .nodes import NodeInfo
 
 __all__ = [
     "MAX_SCORE",
     "Weights",
     "cost_per_work",
-    "job_throughput",
     "pack_fraction",
     "score_nodes",
     "score_values",
@@ -54,32 +51,6 @@ class Weights:
             raise ValueError(f"weights must be >= 0 and not both 0, got cost={self.cost} pack={self.pack}")
         if self.unknown_throughput <= 0:
             raise ValueError(f"unknown_throughput must be > 0, got {self.unknown_throughput}")
-
-
-def job_throughput(
-    step_seconds: Mapping[str, float],
-    defaults: Mapping[str, float] = DEFAULT_RELATIVE_THROUGHPUT,
-) -> dict[str, float]:
-    """Relative throughput per GPU family for one job.
-
-    Families where the job has measured mean step seconds (per GPU, same
-    per-GPU batch) use 1/step, scaled so that the geometric mean over the
-    measured families that also have a default equals the defaults' geometric
-    mean over them; the other families keep the default table's figure.
-    """
-    measured = {f: s for f, s in step_seconds.items() if math.isfinite(s) and s > 0}
-    result = dict(defaults)
-    if not measured:
-        return result
-    anchors = [f for f in measured if f in defaults]
-    if anchors:
-        log_scale = sum(math.log(defaults[f] * measured[f]) for f in anchors) / len(anchors)
-        scale = math.exp(log_scale)
-    else:
-        scale = 1.0
-    for family, seconds in measured.items():
-        result[family] = scale / seconds
-    return result
 
 
 def cost_per_work(

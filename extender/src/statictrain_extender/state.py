@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .gpus import DEFAULT_RELATIVE_THROUGHPUT
 from .nodes import NodeInfo, node_from_object
 from .policy import pod_gpu_milli
-from .scoring import cost_per_work, job_throughput
+from .scoring import cost_per_work
+from .throughput import DEFAULT_RELATIVE_THROUGHPUT, JobThroughput, job_throughput
 
 __all__ = ["ClusterState", "CostKey", "JobKey"]
 
@@ -36,7 +36,7 @@ class ClusterState:
         self._costs: dict[CostKey, dict[str, float | None]] = {}
         self._pods: dict[str, tuple[str, int]] = {}  # pod uid -> (node, gpu milli)
         self.used_gpu_milli: dict[str, int] = {}
-        self._throughput: dict[JobKey, dict[str, float]] = {}
+        self._throughput: dict[JobKey, JobThroughput] = {}
         self.nodes_synced = False
         self.pods_synced = False
         self.prometheus_ok: bool | None = None  # None: never tried
@@ -130,4 +130,9 @@ class ClusterState:
     def throughput_for(self, job: JobKey | None) -> Mapping[str, float]:
         if job is None:
             return DEFAULT_RELATIVE_THROUGHPUT
-        return self._throughput.get(job, DEFAULT_RELATIVE_THROUGHPUT)
+        known = self._throughput.get(job)
+        return known.relative if known is not None else DEFAULT_RELATIVE_THROUGHPUT
+
+    def job_estimates(self, job: JobKey | None) -> JobThroughput | None:
+        """The job's throughput figures with their sources; None when it has no measurement."""
+        return self._throughput.get(job) if job is not None else None
