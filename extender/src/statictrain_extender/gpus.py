@@ -33,6 +33,7 @@ _FAMILIES: tuple[str, ...] = (
     "G3",
 )
 
+
 def gpu_family(name: str) -> str:
     """Short family key for a GPU product or model name; "" when empty.
 

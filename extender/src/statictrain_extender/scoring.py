@@ -27,6 +27,7 @@ __all__ = [
     "MAX_SCORE",
     "Weights",
     "cost_per_work",
+    "gang_cost_per_work",
     "pack_fraction",
     "score_nodes",
     "score_values",
@@ -68,6 +69,32 @@ def cost_per_work(
     if throughput is None:
         return node.gpu_hourly_usd
     return node.gpu_hourly_usd / throughput.get(node.gpu_family, unknown_throughput)
+
+
+def gang_cost_per_work(
+    node: NodeInfo,
+    members: Sequence[NodeInfo],
+    gang_size: int,
+    throughput: Mapping[str, float],
+    unknown_throughput: float,
+) -> float | None:
+    """$ per unit of work of a whole gang if this pod lands on ``node``.
+
+    ``members`` are the nodes of the gang's pods already bound (one entry per
+    pod); the pods still to come are assumed to land on nodes like this one.
+    The gang steps at the pace of its slowest GPU, so it pays for every
+    member's GPUs and delivers ``gang_size x slowest throughput``. With no
+    member bound this equals :func:`cost_per_work`. None when a price is unknown.
+    """
+    bound = list(members)[: max(gang_size - 1, 0)]
+    prices = [m.gpu_hourly_usd for m in bound]
+    if node.gpu_hourly_usd is None or any(p is None for p in prices):
+        return None
+    speeds = [throughput.get(m.gpu_family, unknown_throughput) for m in bound]
+    slowest = min([throughput.get(node.gpu_family, unknown_throughput), *speeds])
+    size = max(gang_size, len(bound) + 1)
+    hourly = sum(p for p in prices if p is not None) + (size - len(bound)) * node.gpu_hourly_usd
+    return hourly / (size * slowest)
 
 
 def pack_fraction(node: NodeInfo, used_gpu_milli: int) -> float:
