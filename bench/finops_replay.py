@@ -352,6 +352,7 @@ def summarize(segments: list[dict[str, Any]], loads: Sequence[float]) -> dict[st
                 "gpu_allocation",
                 "pending_p50_s",
                 "pending_p99_s",
+                "pending_watch_p99_s",
                 "unscheduled",
                 "cost_usd",
                 "work_a100_gpu_hours",
@@ -365,6 +366,9 @@ def summarize(segments: list[dict[str, Any]], loads: Sequence[float]) -> dict[st
             "cost_per_work_ratio_runs": ratios,
             "cost_per_work_ratio_sd": _sd(ratios),
             "pending_p99_ratio_runs": p99,
+            "pending_watch_p99_ratio_runs": [
+                _ratio(r["arms"]["e"]["pending_watch_p99_s"], r["arms"]["b"]["pending_watch_p99_s"]) for r in runs
+            ],
             "unscheduled_delta_runs": unsched,
             "price_sensitivity_cost_per_work_ratio": sensitivity,
             "arms": summary,

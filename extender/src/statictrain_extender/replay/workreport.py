@@ -10,8 +10,10 @@ are in trace hours (wall x speedup) and dollars.
 * A node is paid while it holds at least one task (an autoscaler removes empty
   nodes); its cost in each stretch of time is split over the tasks on it by GPU
   share, so batch tasks and services (LS) can be reported apart.
-* Pending: PodScheduled time - creation time (API server, whole seconds) of tasks
-  that arrived during the segment and were bound; prefilled tasks are left out.
+* Pending: PodScheduled time - creation time (API server, whole seconds, so
+  ``speedup`` trace seconds of resolution) of tasks that arrived during the
+  segment and were bound; prefilled tasks are left out. ``pending_watch_*``: the
+  runner's bind time - planned arrival, sub-second, as a cross-check.
 * Unscheduled: tasks never bound before the segment ended.
 """
 
@@ -144,6 +146,8 @@ def arm_figures(
         for t in arrived
         if (p := placements.get(t.name)) is not None and p.scheduled_delay_s is not None
     ]
+    # The same from the runner's watch (sub-second, includes the client's creation lag): a cross-check.
+    watched = [max(p.at_s * speedup - t.arrive_s, 0.0) for t in arrived if (p := placements.get(t.name)) is not None]
     total_cost = sum(cost.values())
     total_work = sum(work.values())
     return {
@@ -166,6 +170,8 @@ def arm_figures(
         "pending_p50_s": quantile(delays, 0.50),
         "pending_p99_s": quantile(delays, 0.99),
         "pending_samples": len(delays),
+        "pending_watch_p50_s": quantile(watched, 0.50),
+        "pending_watch_p99_s": quantile(watched, 0.99),
     }
 
 
