@@ -158,6 +158,7 @@ def run_segment(
     speedup: float,
     length_s: float,
     prefill_timeout_s: float = 120.0,
+    prefill_quiet_s: float = 5.0,
     drain_timeout_s: float = 600.0,
     workers: int = 16,
     clock: Clock = time.monotonic,
@@ -227,8 +228,17 @@ def run_segment(
         want = len(prefill) * len(arms)
         deadline = clock() + prefill_timeout_s
         with lock:
-            while sum(len(b) for b in result.bound.values()) < want and clock() < deadline:
-                lock.wait(1.0)
+            # All prefilled pods bound, or no new bind for prefill_quiet_s (the rest do not fit), or the timeout.
+            seen, quiet_since = -1, clock()
+            while clock() < deadline:
+                bound_now = sum(len(b) for b in result.bound.values())
+                if bound_now >= want:
+                    break
+                if bound_now != seen:
+                    seen, quiet_since = bound_now, clock()
+                elif clock() - quiet_since > prefill_quiet_s:
+                    break
+                lock.wait(0.5)
             clock0.append(binds.clock() - binds.t0)
             result.prefill_s = clock0[0] - p0
             for arm in arms:  # prefilled pods run from the start of the clock
