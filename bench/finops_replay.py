@@ -11,8 +11,9 @@ own copy of a stratified sample of the trace's GPU nodes:
   e  b + extender cost term with per-model speed (data/throughput.csv)
 
 Every pod carries work (its trace run time on an A100-class GPU) and is deleted
-when that work is done on the GPU it landed on; services (LS) keep their lifetimes
-and are reported apart. Arrivals are compressed so that the demand is 50/70/90 %
+when that work is done on the GPU it landed on; services (LS) keep their lifetimes,
+say so to the extender (annotation gpu-throughput: uniform, in every arm) and are
+reported apart. Arrivals are compressed so that the demand is 50/70/90 %
 of the GPU capacity. Each load runs in ``--reps`` held-out time windows; the
 extender's weights for d and e are chosen first by cross-validation on earlier,
 disjoint windows (arms b and one candidate per weight setting, at 70 %).
@@ -193,7 +194,7 @@ class Replay:
                     namespace=namespace,
                     scheduler_name=arm.scheduler_name,
                     replay_id=prefix,
-                    uniform_throughput=arm.uniform,
+                    uniform_throughput=arm.uniform or t.service,
                 )
                 m["metadata"]["labels"][SEGMENT_LABEL] = segment
                 manifests[t.name] = m
