@@ -58,7 +58,7 @@ from statictrain_extender.replay.workload import (
     stratified_nodes,
     tasks_for,
 )
-from statictrain_extender.replay.workreport import NodeFacts, Placement, arm_figures, reprice
+from statictrain_extender.replay.workreport import NodeFacts, Placement, arm_figures, quantile, reprice
 from statictrain_extender.scoring import Weights
 from statictrain_extender.throughput import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
@@ -170,6 +170,10 @@ class Replay:
                     stderr=sched_log,
                 )
             )
+            time.sleep(3)
+            if procs[-1].poll() is not None:
+                tail = (self.workdir / f"scheduler-{name}.log").read_text()[-2000:]
+                raise RuntimeError(f"kube-scheduler exited ({procs[-1].returncode}): {tail}")
             return [self.segment(name, arms, label, start, load) for label, start, load in segments]
         finally:
             for proc in procs:
@@ -240,6 +244,7 @@ class Replay:
             "wall_s": time.monotonic() - t0,
             "prefill_s": result.prefill_s,
             "max_lateness_s": result.max_lateness_s,
+            "creation_lag_wall_s": _lags(result.created, tasks, args.speedup),
             "errors": len(result.errors),
             "error_samples": result.errors[:5],
             "arms": figures,
@@ -254,6 +259,13 @@ def _batch_reprice(
 ) -> Any:
     repriced = {n: NodeFacts(f.family, f.gpus, prices[n], f.throughput) for n, f in facts.items()}
     return arm_figures(tasks, placements, repriced, args.speedup, args.length)["batch_cost_per_work"]
+
+
+def _lags(created: dict[str, dict[str, float]], tasks: Any, speedup: float) -> dict[str, float | None]:
+    """Actual - planned creation time (wall seconds) of the arriving pods, all arms together."""
+    planned = {t.name: t.arrive_s / speedup for t in tasks if not t.prefilled}
+    lags = [at - planned[n] for arm in created.values() for n, at in arm.items() if n in planned]
+    return {"p50": quantile(lags, 0.5), "p99": quantile(lags, 0.99), "max": max(lags, default=None)}
 
 
 def _healthy(base: str) -> Callable[[], bool]:
@@ -303,6 +315,8 @@ def choose_weights(results: list[dict[str, Any]], candidates: dict[str, Weights]
         }
     feasible = [k for k in candidates if table[k]["within_limits"] and table[k]["batch_cost_per_work"] is not None]
     pool = feasible or [k for k in candidates if table[k]["batch_cost_per_work"] is not None]
+    if not pool:
+        raise RuntimeError(f"no candidate delivered any work in the training windows: {table}")
     best = min(pool, key=lambda k: table[k]["batch_cost_per_work"])
     return best, table
 

@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..nodes import GPU_MILLI_RESOURCE
 from ..scoring import Weights
 
 __all__ = ["EXTENDER_WEIGHT", "Arm", "scheduler_config", "standard_arms"]
@@ -74,7 +73,8 @@ def scheduler_config(
             "nodeCacheCapable": True,
             "httpTimeout": "5s",
             "ignorable": True,
-            "managedResources": [{"name": GPU_MILLI_RESOURCE, "ignoredByScheduler": False}],
+            # No managedResources: kube-scheduler allows each resource name in one extender only,
+            # and every replay pod asks for GPUs anyway.
         }
         for key in sorted({a.extender_key for a in arms if a.extender_key})
     ]

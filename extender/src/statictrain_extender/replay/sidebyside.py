@@ -56,6 +56,8 @@ class Bound:
     node: str
     scheduled_delay_s: float | None
     """PodScheduled lastTransitionTime - creationTimestamp (server clock, whole seconds)."""
+    scheduled_epoch: float | None = None
+    """PodScheduled lastTransitionTime as a Unix time (whole seconds)."""
 
 
 @dataclass
@@ -80,15 +82,20 @@ def _ts(value: object) -> datetime | None:
         return None
 
 
+def _scheduled_at(pod: Mapping[str, Any]) -> datetime | None:
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
+            return _ts(cond.get("lastTransitionTime"))
+    return None
+
+
 def scheduled_delay_s(pod: Mapping[str, Any]) -> float | None:
     """Seconds from creation to the PodScheduled=True transition, by the API server's timestamps."""
     created = _ts((pod.get("metadata") or {}).get("creationTimestamp"))
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "PodScheduled" and cond.get("status") == "True":
-            at = _ts(cond.get("lastTransitionTime"))
-            if created is not None and at is not None:
-                return max((at - created).total_seconds(), 0.0)
-    return None
+    at = _scheduled_at(pod)
+    if created is None or at is None:
+        return None
+    return max((at - created).total_seconds(), 0.0)
 
 
 class _Binds(threading.Thread):
@@ -142,7 +149,9 @@ class _Binds(threading.Thread):
         key = (str(meta.get("namespace")), str(meta.get("name")))
         if node and key not in self.seen:
             self.seen.add(key)
-            self.on_bind(key[0], key[1], Bound(self.clock() - self.t0, node, scheduled_delay_s(pod)))
+            at = _scheduled_at(pod)
+            bound = Bound(self.clock() - self.t0, node, scheduled_delay_s(pod), at.timestamp() if at else None)
+            self.on_bind(key[0], key[1], bound)
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -162,6 +171,7 @@ def run_segment(
     drain_timeout_s: float = 600.0,
     workers: int = 16,
     clock: Clock = time.monotonic,
+    wall: Clock = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> SegmentResult:
     """Replay ``tasks`` (trace seconds, compressed) in every arm at ``speedup``; see the module doc."""
@@ -176,6 +186,7 @@ def run_segment(
         result.bound[arm.key] = {}
         result.created[arm.key] = {}
     clock0: list[float] = []  # offset of the segment clock in the watch's clock, once started
+    epoch0: list[float] = []  # Unix time of the segment clock's start (the API server runs on this machine)
 
     def on_bind(namespace: str, name: str, bound: Bound) -> None:
         arm = by_ns.get(namespace)
@@ -185,6 +196,9 @@ def run_segment(
         with lock:
             offset = clock0[0] if clock0 else None
             at = bound.at_s - offset if offset is not None else None
+            if at is not None and bound.scheduled_epoch is not None:
+                # The watch sees a bind late under load; the server's time (whole seconds, so +0.5) is closer.
+                at = min(at, bound.scheduled_epoch + 0.5 - epoch0[0])
             seen_at = at if at is not None else float("-inf")
             result.bound[arm.key][name] = Bound(seen_at, bound.node, bound.scheduled_delay_s)
             if at is not None:
@@ -207,8 +221,8 @@ def run_segment(
             with lock:
                 result.errors.append(f"create {arm.key}/{name}: {err.status} {err.reason}")
             return
-        with lock:
-            result.created[arm.key][name] = when
+        with lock:  # actual creation time on the segment clock (0 during the prefill); ``when`` was planned
+            result.created[arm.key][name] = max(binds.clock() - binds.t0 - clock0[0], when) if clock0 else 0.0
 
     def delete(namespace: str, name: str) -> None:
         try:
@@ -240,6 +254,7 @@ def run_segment(
                     break
                 lock.wait(0.5)
             clock0.append(binds.clock() - binds.t0)
+            epoch0.append(wall())
             result.prefill_s = clock0[0] - p0
             for arm in arms:  # prefilled pods run from the start of the clock
                 for name, bound in list(result.bound[arm.key].items()):
