@@ -9,45 +9,21 @@ short family key, which is what placement policies and the throughput table
 
 from __future__ import annotations
 
-__all__ = ["gpu_family"]
+from statictrain import gpus
 
-# Families checked in this order: longer/more specific names first, so that
-# "A100" is not read as "A10" and "H100-NVL" stays H100.
-_FAMILIES: tuple[str, ...] = (
-    "GH200",
-    "B200",
-    "H200",
-    "H100",
-    "A100",
-    "L40S",
-    "L40",
-    "A10G",
-    "A10",
-    "L4",
-    "V100M32",
-    "V100M16",
-    "V100",
-    "T4",
-    "P100",
-    "G2",
-    "G3",
-)
+__all__ = ["gpu_family"]
 
 
 def gpu_family(name: str) -> str:
     """Short family key for a GPU product or model name; "" when empty.
 
-    Unknown names come back upper-cased and unchanged, so a job that lists an
-    exotic model still matches a node labelled with the same name.
+    Known GPUs map through :func:`statictrain.gpus.from_name` (NVML names such as
+    ``NVIDIA H200`` included). Unknown names come back upper-cased and unchanged,
+    so a job that lists an exotic model (or a trace's ``V100M32``) still matches a
+    node labelled with the same name; such a family has no default throughput.
     """
     upper = name.strip().upper().replace("_", "-")
     if not upper:
         return ""
-    tokens = upper.replace("NVIDIA-", "").replace("TESLA-", "")
-    for family in _FAMILIES:
-        if tokens == family or tokens.startswith(family + "-") or tokens.startswith(family + " "):
-            return family
-    for family in _FAMILIES:
-        if family in tokens.split("-"):
-            return family
-    return tokens
+    gpu = gpus.from_name(name)
+    return gpu.family if gpu.known else upper
