@@ -174,7 +174,12 @@ class Replay:
             if procs[-1].poll() is not None:
                 tail = (self.workdir / f"scheduler-{name}.log").read_text()[-2000:]
                 raise RuntimeError(f"kube-scheduler exited ({procs[-1].returncode}): {tail}")
-            return [self.segment(name, arms, label, start, load) for label, start, load in segments]
+            done = []
+            for label, start, load in segments:
+                done.append(self.segment(name, arms, label, start, load))
+                partial = self.args.out.with_name(self.args.out.stem + f".partial-{name}.json")
+                partial.write_text(json.dumps(done, default=str) + "\n")  # survives an interrupted run
+            return done
         finally:
             for proc in procs:
                 proc.terminate()
