@@ -418,6 +418,11 @@ def main() -> None:
         help="sensitivity: families below 0.5 of an A100 run this much faster than the table says",
     )
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--from-partial",
+        action="store_true",
+        help="no replay: summarize the segments an interrupted run left in OUT.partial-{cv,eval}.json",
+    )
     args = ap.parse_args()
     if not args.trace and not (args.nodes and args.pods):
         ap.error("give --trace FOLDER, or both --nodes and --pods")
@@ -433,25 +438,34 @@ def main() -> None:
         cluster.start(build_binaries(log=sys.stderr), log=sys.stderr, real_node=False)
     workdir = Path(tempfile.mkdtemp(prefix="st-bench-finops-"))
     t_start = time.monotonic()
+    candidates = {f"w{i}": w for i, w in enumerate(args.cv_weights)}
+    complete = True
     try:
         core = client.CoreV1Api(api_client(str(cluster.kubeconfig)))
         replay = Replay(args, core, cluster, workdir)
         starts = windows(replay.pods, args.cv_windows + args.reps)
         cv_starts, eval_starts = starts[: args.cv_windows], starts[args.cv_windows :]
-        replay.create_nodes()
-        try:
-            candidates = {f"w{i}": w for i, w in enumerate(args.cv_weights)}
-            cv_arms = [Arm("b", tuned=True), *(Arm(k, tuned=True, weights=w) for k, w in candidates.items())]
-            cv_results = replay.phase("cv", cv_arms, [(f"t{i}", s, 0.7) for i, s in enumerate(cv_starts)])
+        if args.from_partial:  # an interrupted run: what its finished segments recorded
+            cv_results = json.loads(args.out.with_name(args.out.stem + ".partial-cv.json").read_text())
+            results = json.loads(args.out.with_name(args.out.stem + ".partial-eval.json").read_text())
+            loads = [load for load in loads if any(r["load"] == load for r in results)]
             best, cv_table = choose_weights(cv_results, candidates)
             chosen = candidates[best]
-            log.info("weights chosen by CV: %s %s", best, chosen)
-            segments = [(f"l{round(load * 100)}r{i}", s, load) for load in loads for i, s in enumerate(eval_starts)]
-            results = replay.phase("eval", standard_arms(chosen), segments)
-        finally:
-            replay.delete_nodes()
+            complete = False
+        else:
+            replay.create_nodes()
+            try:
+                cv_arms = [Arm("b", tuned=True), *(Arm(k, tuned=True, weights=w) for k, w in candidates.items())]
+                cv_results = replay.phase("cv", cv_arms, [(f"t{i}", s, 0.7) for i, s in enumerate(cv_starts)])
+                best, cv_table = choose_weights(cv_results, candidates)
+                chosen = candidates[best]
+                log.info("weights chosen by CV: %s %s", best, chosen)
+                segments = [(f"l{round(load * 100)}r{i}", s, load) for load in loads for i, s in enumerate(eval_starts)]
+                results = replay.phase("eval", standard_arms(chosen), segments)
+            finally:
+                replay.delete_nodes()
     finally:
-        if not attach:
+        if not attach and not args.from_partial:
             cluster.stop()
     report = summarize(results, loads)
     goal = {
@@ -472,7 +486,9 @@ def main() -> None:
         strata[f"{n.model}x{n.gpus}"] = strata.get(f"{n.model}x{n.gpus}", 0) + 1
     result = {
         **{k: v for k, v in report.items() if k != "per_load"},
-        "runs_per_arm": args.reps,
+        "runs_per_arm": min(sum(1 for r in results if r["load"] == load) for load in loads),
+        "complete": complete,
+        "loads_measured": loads,
         "goal": goal,
         "goal_met": met,
         "cost_per_work": "batch (non-LS) pods' share of node cost / their delivered work in A100-equivalent "
