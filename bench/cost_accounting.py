@@ -173,6 +173,12 @@ class SyntheticApi:
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
         return None
 
+    def read_state(self) -> str | None:
+        return None  # a fresh start
+
+    def write_state(self, text: str) -> bool:
+        return True  # kept in memory by the Accountant
+
 
 def free_port() -> int:
     with socket.socket() as s:

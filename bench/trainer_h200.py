@@ -56,9 +56,7 @@ def base_env(args: argparse.Namespace, work: Path, name: str) -> dict[str, str]:
     return env
 
 
-def trial(
-    args: argparse.Namespace, env: dict[str, str], work: Path, name: str, nproc: int = 1
-) -> dict[str, Any]:
+def trial(args: argparse.Namespace, env: dict[str, str], work: Path, name: str, nproc: int = 1) -> dict[str, Any]:
     """Run one trial process (or torchrun group) and return its JSON result, with wall time."""
     result = work / f"{name}.json"
     module = ["-m", "statictrain_trainer.trial", "--result", str(result)]
@@ -222,9 +220,7 @@ def main() -> int:
     p.add_argument("--out", type=Path, required=True, help="JSON to merge results into")
     p.add_argument("--entrypoint", default="statictrain_trainer.examples.gpt2:build")
     p.add_argument("--precision", default="bf16")
-    p.add_argument(
-        "--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start"
-    )
+    p.add_argument("--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start")
     p.add_argument("--ddp-batch", type=int, default=32)
     p.add_argument("--bucket-cap-mb", type=int, default=25)
     p.add_argument("--max-batch", type=int, default=128)
@@ -262,9 +258,7 @@ def main() -> int:
         "autotuned_choice", "first_step_cold_s", "first_step_warm_s", "warm_over_cold",
         "ddp2_scaling_efficiency", "torch", "gpu",
     )}  # fmt: skip
-    print(
-        json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v)
-    )
+    print(json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
     return 0
 
 

@@ -216,6 +216,14 @@ class Cost(TypedDict, total=False):
     """Tokens (or samples) trained so far, an integer string."""
     steps: str
     """Optimizer steps so far, an integer string."""
+    gpuUSD: Money
+    cpuUSD: Money
+    memoryUSD: Money
+    stepsExecuted: str
+    lostSteps: str
+    steadyUSD: Money
+    steadySteps: str
+    stepMark: str
     updated: Timestamp
 
 

@@ -57,9 +57,16 @@ NODE_HOURLY_COST_USD = "statictrain_node_hourly_cost_usd"
 JOB_COMPILE_COST_USD_TOTAL = "statictrain_job_compile_cost_usd_total"
 JOB_LOST_WORK_COST_USD_TOTAL = "statictrain_job_lost_work_cost_usd_total"
 JOB_TOKENS_TOTAL = "statictrain_job_tokens_total"  # tokens the accounting attributed to the job
-JOB_STEPS_TOTAL = "statictrain_job_steps_total"
+JOB_STEPS_TOTAL = "statictrain_job_steps_total"  # executed (mean over ranks); useful = this - lost steps
 NODE_COST_USD_TOTAL = "statictrain_node_cost_usd_total"  # label node
 NODE_IDLE_COST_USD_TOTAL = "statictrain_node_idle_cost_usd_total"  # label node: cost no pod was allocated
+JOB_GPU_COST_USD_TOTAL = "statictrain_job_gpu_cost_usd_total"  # the GPU part of the job cost
+JOB_CPU_COST_USD_TOTAL = "statictrain_job_cpu_cost_usd_total"
+JOB_MEMORY_COST_USD_TOTAL = "statictrain_job_memory_cost_usd_total"
+JOB_LOST_STEPS_TOTAL = "statictrain_job_lost_steps_total"
+COST_INVARIANT_OK = "statictrain_cost_invariant_ok"  # label invariant: 1 when the last window held it
+COST_INVARIANT_FAILURES_TOTAL = "statictrain_cost_invariant_failures_total"  # label invariant: windows failing
+COST_UNPRICED_PODS = "statictrain_cost_unpriced_pods"  # labels namespace, pod: 1 while a running pod is unpriced
 JOB_COST_FLAGS_TOTAL = "statictrain_job_cost_flags_total"  # label flag: utilization-gaps | counter-reset | ...
 COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label outcome: ok | error
 

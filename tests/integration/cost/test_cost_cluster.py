@@ -174,7 +174,9 @@ def test_annotator_prices_every_fake_gpu_node(cluster: LocalCluster, runtime: tu
         count = int(n["status"]["capacity"][labels.GPU_RESOURCE])
         assert Decimal(ann[labels.GPU_HOURLY_COST]) * count == pytest.approx(Decimal(ann[labels.HOURLY_COST]))
     cpu = [n for n in after.values() if n not in gpu]
-    assert all(labels.HOURLY_COST not in (n["metadata"].get("annotations") or {}) for n in cpu)
+    for n in cpu:  # CPU-only nodes are priced too, at default per-core/GiB rates, flagged
+        ann = n["metadata"].get("annotations") or {}
+        assert ann.get(labels.PRICE_SOURCE) == "fallback" and "CPU-only" in ann.get(PRICE_NOTES, ""), ann
     by_type: dict[tuple[str, str], Decimal] = {
         (
             n["metadata"]["labels"][labels.INSTANCE_TYPE],

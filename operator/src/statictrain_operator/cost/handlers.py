@@ -39,7 +39,7 @@ from statictrain_operator import loops
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.annotator import node_facts, plan_node_patches
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.live_prices import refresh_azure
+from statictrain_operator.cost.live_prices import RefreshSchedule, load, refresh_azure
 from statictrain_operator.cost.progress_sync import ProgressSync
 from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.cost.settings import CostSettings
@@ -73,10 +73,10 @@ class CostRuntime:
             live_max_age=timedelta(hours=settings.live_max_age_h),
         )
         self._custom: list[CustomPrice] = []
-        self._live: LiveQuotes | None = None
-        self._live_at = datetime.min.replace(tzinfo=UTC)
+        self._live: LiveQuotes | None = load("azure", Path(settings.live_cache_dir))  # the last known, at once
+        self._live_schedule = RefreshSchedule(every_s=settings.live_refresh_s)
         self.metrics = CostMetrics(registry)
-        kube = KubeCostClient(clients, _now)
+        kube = KubeCostClient(clients, _now, settings.state_configmap)
         prom = HttpPrometheus(settings.prometheus_url)
         # status.progress and status.compile from the sidecars' metrics, just before each accounting pass.
         self.progress = ProgressSync(kube, prom, max(60.0, 2 * settings.interval_s), _now)
@@ -106,10 +106,10 @@ class CostRuntime:
                 {f.instance_type for f in facts if f.instance_type and f.instance_type.startswith("Standard_")}
             )
             regions = sorted({f.region for f in facts if f.region and f.instance_type in skus})
-            due = (now - self._live_at).total_seconds() > self.settings.live_refresh_s
-            if skus and due:
-                self._live = refresh_azure(_urlopen, regions, skus, now, Path(self.settings.live_cache_dir))
-                self._live_at = now
+            if skus and self._live_schedule.due(now):
+                quotes, fresh = refresh_azure(_urlopen, regions, skus, now, Path(self.settings.live_cache_dir))
+                self._live = quotes or self._live
+                self._live_schedule = self._live_schedule.after(fresh, now)
 
     def annotate(self, nodes: list[dict[str, Any]]) -> int:
         now = _now()
@@ -122,7 +122,7 @@ class CostRuntime:
             ann = (node.get("metadata") or {}).get("annotations") or {}
             merged = {**ann, **{k: v for k, v in patches.get(facts.name, {}).items() if v is not None}}
             hourly = merged.get(labels.HOURLY_COST)
-            if hourly and facts.gpu_count > 0:
+            if hourly:
                 source = merged.get(labels.PRICE_SOURCE, "")
                 self.metrics.set_node_hourly(
                     facts.name, facts.instance_type or "", facts.capacity_type, source, float(hourly)

@@ -102,14 +102,56 @@ def emit_job_event(
     core.create_namespaced_event(meta["namespace"], body)
 
 
+def write_configmap_key(core: client.CoreV1Api, namespace: str, name: str, key: str, text: str) -> bool:
+    """Create or replace one key of a ConfigMap (the operator's own); False (logged) when it cannot."""
+    body = {"metadata": {"name": name, "namespace": namespace}, "data": {key: text}}
+    try:
+        core.patch_namespaced_config_map(name, namespace, body)
+    except client.ApiException as e:
+        if e.status != 404:
+            log.warning("ConfigMap %s/%s not written: %s", namespace, name, e.reason)
+            return False
+        try:
+            core.create_namespaced_config_map(
+                namespace, client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name), data={key: text})
+            )
+        except client.ApiException as e2:
+            log.warning("ConfigMap %s/%s not created: %s", namespace, name, e2.reason)
+            return False
+    return True
+
+
+STATE_KEY = "state.json"
+
+
 class KubeCostClient:
     """The calls of cost accounting, over the official client (implements cost.accounting.CostKube)."""
 
-    def __init__(self, clients: Clients, clock: Any) -> None:
+    def __init__(self, clients: Clients, clock: Any, state_configmap: str = "") -> None:
+        """``state_configmap``: ``namespace/name`` of the ConfigMap holding the cost state; "" keeps none."""
         self.clients = clients
         self.core = clients.core
         self.custom = clients.custom
         self.clock = clock
+        self.state_ref = tuple(state_configmap.split("/", 1)) if state_configmap else None
+
+    def read_state(self) -> str | None:
+        if self.state_ref is None:
+            return None
+        ns, name = self.state_ref
+        try:
+            cm = self.core.read_namespaced_config_map(name, ns)
+        except client.ApiException as e:
+            if e.status != 404:
+                log.warning("cost state ConfigMap %s/%s unreadable: %s", ns, name, e.reason)
+            return None
+        text: str | None = (cm.data or {}).get(STATE_KEY)
+        return text
+
+    def write_state(self, text: str) -> bool:
+        if self.state_ref is None:
+            return True
+        return write_configmap_key(self.core, self.state_ref[0], self.state_ref[1], STATE_KEY, text)
 
     def list_nodes(self) -> list[dict[str, Any]]:
         items = self.core.list_node().items
