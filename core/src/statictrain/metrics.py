@@ -42,10 +42,18 @@ TRAIN_TOKENS_PER_SECOND = "statictrain_train_tokens_per_second"
 TRAIN_LOSS = "statictrain_train_loss"
 TRAIN_COMPILE_SECONDS = "statictrain_train_compile_seconds"
 TRAIN_COMPILE_CACHE_HIT = "statictrain_train_compile_cache_hit"
+TRAIN_COMPILE_CACHE_STATUS = "statictrain_train_compile_cache_status"  # label status: hit | miss_empty | ...
 TRAIN_GRAPH_BREAKS = "statictrain_train_graph_breaks"
 TRAIN_RECOMPILES = "statictrain_train_recompiles"
 TRAIN_MFU_RATIO = "statictrain_train_mfu_ratio"
 TRAIN_SECONDS_SINCE_LAST_STEP = "statictrain_train_seconds_since_last_step"
+
+# DCGM-exporter-compatible series (sidecar, optional: STATICTRAIN_SIDECAR_DCGM), named and scaled
+# as dcgm-exporter does, so its dashboards work. DCGM_FI_PROF_GR_ENGINE_ACTIVE is not exported:
+# NVML gives it only through GPM, which the sidecar does not read (never approximated).
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent 0-100
+DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"  # watts
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 
 # --- operator: cost (labels job_name, namespace, commit, team)
 JOB_COST_USD_TOTAL = "statictrain_job_cost_usd_total"

@@ -32,6 +32,7 @@ from .exitcodes import UserError
 
 BatchFn = Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+HiddenAndHeadFn = Callable[[nn.Module, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -58,6 +59,10 @@ class Workload:
     """Largest per-rank batch the autotuner may try; 0: 8 x batch_size."""
     name: str = field(default="")
     """Name for logs and the compile-cache key; the entrypoint when empty."""
+    hidden_and_head: HiddenAndHeadFn | None = None
+    """Optional, for the chunked-loss lever: ``(model, inputs) -> (hidden, head_weight)`` such that
+    ``loss(model(inputs), targets)`` is the mean cross-entropy of ``hidden @ head_weight.T``
+    against ``targets`` (a language model's last Linear, without bias, and its loss)."""
 
 
 def load_entrypoint(spec: str) -> Workload:
