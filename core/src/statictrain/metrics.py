@@ -46,6 +46,7 @@ TRAIN_GRAPH_BREAKS = "statictrain_train_graph_breaks"
 TRAIN_RECOMPILES = "statictrain_train_recompiles"
 TRAIN_MFU_RATIO = "statictrain_train_mfu_ratio"
 TRAIN_SECONDS_SINCE_LAST_STEP = "statictrain_train_seconds_since_last_step"
+TRAIN_RANK_STEP_SECONDS = "statictrain_train_rank_step_seconds"  # label rank: local seconds of the last step
 
 # --- operator: cost (labels job_name, namespace, commit, team)
 JOB_COST_USD_TOTAL = "statictrain_job_cost_usd_total"

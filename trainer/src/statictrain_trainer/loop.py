@@ -92,6 +92,32 @@ def graph_settings(settings: TrainerSettings, batch_size: int) -> dict[str, obje
     }
 
 
+class _LocalTimer:
+    """Seconds from a step's start to ``mark()``, on the GPU's timeline for CUDA (events, read after the step)."""
+
+    def __init__(self, device: torch.device, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._cuda = device.type == "cuda"
+        self._t0 = clock()
+        self._t1 = math.nan
+        if self._cuda:
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+
+    def mark(self) -> None:
+        if self._cuda:
+            self._end.record()
+        else:
+            self._t1 = self._clock()
+
+    def seconds(self) -> float:
+        if self._cuda:
+            self._end.synchronize()
+            return float(self._start.elapsed_time(self._end)) / 1000.0
+        return self._t1 - self._t0
+
+
 class Trainer:
     """Builds the compiled step for one workload and runs it."""
 
@@ -210,9 +236,11 @@ class Trainer:
         dev = self.ctx.device
         return x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
 
-    def _train_step(self, step_index: int) -> torch.Tensor:
+    def _train_step(self, step_index: int) -> tuple[torch.Tensor, Callable[[], float]]:
+        """The step's mean loss, and a function giving this rank's local seconds (see StepRecord.rank_seconds)."""
         accum = self.settings.grad_accum_steps
         total = torch.zeros((), device=self.ctx.device)
+        local = _LocalTimer(self.ctx.device, self.clock)
         for micro in range(accum):
             x, y = self._batch(step_index, micro)
             skip_sync = self.ddp is not None and micro < accum - 1
@@ -222,6 +250,8 @@ class Trainer:
                     torch.compiler.cudagraph_mark_step_begin()
                 with self.autocast():
                     loss = self.forward(x, y)
+                if micro == accum - 1:
+                    local.mark()
                 scaled = loss / accum
                 if self.scaler is not None:
                     self.scaler.scale(scaled).backward()
@@ -234,17 +264,19 @@ class Trainer:
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return total / accum
+        return total / accum, local.seconds
 
-    def _reduce(self, loss: torch.Tensor) -> tuple[float, bool]:
-        """Mean loss over ranks and whether any rank was asked to stop."""
+    def _reduce(self, loss: torch.Tensor, local_seconds: float) -> tuple[float, bool, tuple[float, ...]]:
+        """Mean loss over ranks, whether any rank was asked to stop, and every rank's local seconds."""
         if not self.ctx.distributed:
-            return float(loss.item()), self.stop.is_set()
+            return float(loss.item()), self.stop.is_set(), (local_seconds,)
         flag = torch.ones((), device=loss.device) if self.stop.is_set() else torch.zeros((), device=loss.device)
-        both = torch.stack([loss, flag])
+        mine = torch.zeros(self.ctx.world_size, device=loss.device)
+        mine[self.ctx.rank] = local_seconds
+        both = torch.cat([torch.stack([loss, flag]), mine])
         dist.all_reduce(both)
         values = both.tolist()
-        return values[0] / self.ctx.world_size, values[1] > 0
+        return values[0] / self.ctx.world_size, values[1] > 0, tuple(values[2:])
 
     def _done(self, step: int) -> str | None:
         s = self.settings
@@ -290,8 +322,8 @@ class Trainer:
             if profiler is not None:
                 profiler.before_step()
             t0 = self.clock()
-            loss_t = self._train_step(step)
-            loss, stop = self._reduce(loss_t)
+            loss_t, local_seconds = self._train_step(step)
+            loss, stop, rank_seconds = self._reduce(loss_t, local_seconds())
             seconds = self.clock() - t0
             step += 1
             if profiler is not None:
@@ -306,7 +338,7 @@ class Trainer:
                 self._save_cache_if_new(saved_counters, now)
                 saved_counters = now
             if stats is not None:
-                stats.write(self._record(step, seconds, loss, now))
+                stats.write(self._record(step, seconds, loss, now, rank_seconds))
             reason = "signal" if stop else self._done(step)
             if reason is not None:
                 result.stopped_by = reason
@@ -319,7 +351,14 @@ class Trainer:
             result.peak_memory_bytes = torch.cuda.max_memory_allocated(self.ctx.device)
         return result
 
-    def _record(self, step: int, seconds: float, loss: float, counts: dynamo_stats.CompileStats) -> channel.StepRecord:
+    def _record(
+        self,
+        step: int,
+        seconds: float,
+        loss: float,
+        counts: dynamo_stats.CompileStats,
+        rank_seconds: tuple[float, ...] = (),
+    ) -> channel.StepRecord:
         samples_per_s = self.samples_per_step / seconds if seconds > 0 else 0.0
         return channel.StepRecord(
             step=step,
@@ -335,4 +374,5 @@ class Trainer:
             rank=self.ctx.rank,
             world_size=self.ctx.world_size,
             time=self.wall_clock(),
+            rank_seconds=rank_seconds,
         )
