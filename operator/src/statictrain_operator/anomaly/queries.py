@@ -9,6 +9,7 @@ from __future__ import annotations
 from statictrain import metrics
 from statictrain.promql import range_duration, selector
 
+from statictrain_operator.anomaly import faults
 from statictrain_operator.anomaly import findings as f
 
 
@@ -29,6 +30,25 @@ def job_queries(job: str, namespace: str, rate_window_s: float) -> dict[str, str
         f.COST_USD_PER_HOUR: f"3600 * {rate(metrics.JOB_COST_USD_TOTAL)}",
         f.USD_PER_1M_TOKENS: f"max({selector(metrics.JOB_USD_PER_1M_TOKENS, sel)})",
         f.SECONDS_SINCE_LAST_STEP: f"max({selector(metrics.TRAIN_SECONDS_SINCE_LAST_STEP, sel)})",
+    }
+
+
+def fault_queries(job: str, namespace: str) -> dict[str, str]:
+    """Series name -> PromQL of the training-fault detectors (``faults.py``); per-rank series come by rank."""
+    sel = {"job_name": job, "namespace": namespace}
+    return {
+        faults.TRAIN_STEP: f"max({selector(metrics.TRAIN_STEP, sel)})",
+        faults.SECONDS_SINCE_LAST_STEP: f"max({selector(metrics.TRAIN_SECONDS_SINCE_LAST_STEP, sel)})",
+        faults.GPU_UTILIZATION: f"avg({selector(metrics.GPU_UTILIZATION_RATIO, sel)})",
+        faults.GPU_POWER_WATTS: f"avg({selector(metrics.GPU_POWER_WATTS, sel)})",
+        faults.GPU_MEMORY_USED_BYTES: f"max({selector(metrics.GPU_MEMORY_USED_BYTES, sel)})",
+        faults.GPU_MEMORY_TOTAL_BYTES: f"max({selector(metrics.GPU_MEMORY_TOTAL_BYTES, sel)})",
+        faults.LOSS: f"max({selector(metrics.TRAIN_LOSS, sel)})",
+        faults.STEP_SECONDS: (
+            f"sum(rate({selector(metrics.TRAIN_STEP_SECONDS + '_sum', sel)}[2m])) / "
+            f"sum(rate({selector(metrics.TRAIN_STEP_SECONDS + '_count', sel)}[2m]))"
+        ),
+        faults.RANK_STEP_SECONDS: f"max by (rank) ({selector(metrics.TRAIN_RANK_STEP_SECONDS, sel)})",
     }
 
 
