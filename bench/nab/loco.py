@@ -74,7 +74,9 @@ def main() -> int:
     args = ap.parse_args()
     profile = next(p for p in read_profiles(args.data) if p.name == "standard")
     t0 = time.perf_counter()
-    by_candidate = {n: prepare(args.data, scores_for(n, s, args.data, args.cache, args.workers)) for n, s in CANDIDATES.items()}
+    by_candidate = {
+        n: prepare(args.data, scores_for(n, s, args.data, args.cache, args.workers)) for n, s in CANDIDATES.items()
+    }
     names = [f.name for f in next(iter(by_candidate.values()))]
     categories = sorted({n.split("/", 1)[0] for n in names})
     folds = []
