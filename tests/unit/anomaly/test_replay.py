@@ -97,14 +97,14 @@ def test_cli_reads_folders_and_plain_files_and_scores(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     (corpus / "hang").mkdir(parents=True)
     for name, (ts, vs) in recording("hang", 100).series.items():
-        lines = ["timestamp,value"] + [f"{rp._iso(t)},{v}" for t, v in zip(ts, vs, strict=True)]  # noqa: SLF001
+        lines = ["timestamp,value"] + [f"{rp._iso(t)},{v}" for t, v in zip(ts, vs, strict=True)]
         (corpus / "hang" / f"{name}.csv").write_text("\n".join(lines) + "\n")
     (corpus / "other.csv").write_text("timestamp,value\n2020-01-01 00:00:00,1\nnot-a-time,2\n1577836860,oops\n")
     labels = tmp_path / "labels.json"
     labels.write_text(
         json.dumps(
             {
-                "hang": {"class": "hang", "windows": [[rp._iso(T0 + 100), rp._iso(T0 + 299)]]},  # noqa: SLF001
+                "hang": {"class": "hang", "windows": [[rp._iso(T0 + 100), rp._iso(T0 + 299)]]},
                 "data/other.csv": [],
             }
         )
