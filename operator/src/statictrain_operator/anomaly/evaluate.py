@@ -194,7 +194,7 @@ class Evaluator:
                 assessments[sname] = a
                 self.metrics.score.labels(name, ns, sname, a.method.value).set(a.score)
         commits, steps = by_commit.get("step", ([], []))
-        regression = commit_regression(commits, steps, higher_is_worse=True) if problem is None else None
+        regression = commit_regression(commits, steps, higher_is_worse=False) if problem is None else None
         since_last = series.get(fnd.SECONDS_SINCE_LAST_STEP, ([], []))[1]
         training = (
             flt.detect(self.fetch_faults(name, ns, now), now.timestamp(), self.s.faults()) if problem is None else []

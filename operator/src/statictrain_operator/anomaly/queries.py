@@ -53,14 +53,11 @@ def fault_queries(job: str, namespace: str) -> dict[str, str]:
 
 
 def commit_query(job: str, namespace: str, rate_window_s: float) -> str:
-    """Mean step time per commit label of one job (for per-commit baselines)."""
+    """Tokens per second per commit label of one job: work per dollar at the job's one price, so a drop
+    is a rise in $ per unit of work (the per-commit baseline; a batch-size change alone is no regression)."""
     sel = {"job_name": job, "namespace": namespace}
     w = range_duration(rate_window_s)
-    step = metrics.TRAIN_STEP_SECONDS
-    return (
-        f"sum by (commit) (rate({selector(step + '_sum', sel)}[{w}])) / "
-        f"sum by (commit) (rate({selector(step + '_count', sel)}[{w}]))"
-    )
+    return f"sum by (commit) (rate({selector(metrics.TRAIN_TOKENS_TOTAL, sel)}[{w}]))"
 
 
 def namespace_cost_query(namespace: str, rate_window_s: float) -> str:
