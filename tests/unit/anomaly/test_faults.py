@@ -126,3 +126,10 @@ def test_single_rank_has_no_straggler() -> None:
     series = job(200, fault_at=100, kind="straggler")
     del series["rank_step_seconds.0"]
     assert FindingKind.STRAGGLER not in kinds(series, T0 + 150)
+
+
+def test_step_time_alone_shows_progress_for_idle() -> None:
+    series = job(300, fault_at=100, kind="idle")
+    ts, util = series[flt.GPU_UTILIZATION]
+    only = {flt.STEP_SECONDS: series[flt.STEP_SECONDS], flt.GPU_UTILIZATION: (ts, util)}
+    assert kinds(only, T0 + 150) == {FindingKind.IDLE_GPU}

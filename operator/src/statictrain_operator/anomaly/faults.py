@@ -127,7 +127,8 @@ class Progress:
 
 
 def progress(series: Mapping[str, Series], now: float) -> Progress:
-    """First and last step times from ``train_step`` (changes) or, failing that, ``seconds_since_last_step``."""
+    """First and last step times from ``train_step`` (changes) or, failing that, ``seconds_since_last_step``
+    (drops) or the finite samples of ``step_seconds``."""
     ts, vs = _finite(series.get(TRAIN_STEP), end=now)
     first = last = None
     for i in range(1, len(vs)):
@@ -139,7 +140,9 @@ def progress(series: Mapping[str, Series], now: float) -> Progress:
         drops = [st[i] - sv[i] for i in range(1, len(sv)) if sv[i] < sv[i - 1]]
         if drops:
             first, last = drops[0], st[-1] - sv[-1]
-    _, steps = _finite(series.get(STEP_SECONDS), end=now)
+    step_t, steps = _finite(series.get(STEP_SECONDS), end=now)
+    if first is None and step_t:  # only a step-time series (NaN where no step ran): its samples are progress
+        first, last = step_t[0], step_t[-1]
     expected = statistics.median(steps) if steps else 0.0
     return Progress(first, last, expected)
 
