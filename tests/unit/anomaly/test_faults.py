@@ -113,6 +113,7 @@ def test_nothing_before_the_first_step() -> None:
     ts, _ = series[flt.TRAIN_STEP]
     series[flt.TRAIN_STEP] = (ts, [0.0] * len(ts))
     series[flt.GPU_UTILIZATION] = (ts, [0.0] * len(ts))  # compiling: allocated, no kernels yet
+    series[flt.STEP_SECONDS] = ([], [])
     assert kinds(series, T0 + 119) == set()
 
 
