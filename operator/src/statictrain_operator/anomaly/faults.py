@@ -54,7 +54,8 @@ class FaultSettings:
     hang_steps: float = 20.0
     """... or this many expected step times, if longer."""
     hang_power_drop: float = 0.6
-    """Hang: median power since the last step below this fraction of the median power while steps ran."""
+    """Hang: median power since the last step below this fraction of the training level (90th percentile
+    of the power while steps ran: a slow phase before the hang does not lower it)."""
     straggler_ratio: float = 1.5
     """Straggler: slowest rank's local seconds over the median of the others."""
     straggler_min_s: float = 0.002
@@ -161,7 +162,7 @@ def hang(series: Mapping[str, Series], now: float, p: Progress, s: FaultSettings
     _, util = _finite(series.get(GPU_UTILIZATION), p.last_step + 0.5 * limit, now)
     if util and statistics.fmean(util) < s.idle_utilization:
         return None  # nothing runs: idle, not hung
-    before, after = statistics.median(busy), statistics.median(quiet)
+    before, after = statistics.quantiles(busy, n=10)[-1], statistics.median(quiet)  # training level: 90th pct
     if after >= s.hang_power_drop * before:
         return None
     util_text = f", utilization {statistics.fmean(util):.0%}" if util else ""
