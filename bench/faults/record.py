@@ -113,30 +113,30 @@ def plan(kind: str) -> list[list[list[Scenario]]]:
         "ddp-straggler-then-hang",
         "straggler,hang",
         (0, 1),
-        [Segment("c1", b16, 125 * s)],
+        [Segment("c1", b16, 130 * s)],
         {
             "FAULT": "straggler,hang",
-            "FAULT_AT_S": f"{at},{at + 25 * s}",
+            "FAULT_AT_S": f"{at},{at + 20 * s}",
             "FAULT_RANK": "1",
             "FAULT_DELAY_S": "0.05" if not cpu else "0.3",
         },
     )
     lane0 = [
         one("clean-eager-b8", "clean", 0, b8, 25),
-        one("starvation", "starvation", 0, b16, 42, kind="starve", FAULT_DELAY_S="0.06"),
+        one("starvation", "starvation", 0, b16, 40, kind="starve", FAULT_DELAY_S="0.06"),
         one("memory-leak", "memory_leak", 0, b8, 60, kind="leak", FAULT_LEAK_GBPS="5" if not cpu else "0.01"),
-        one("loss-divergence", "loss_divergence", 0, b8, 30, kind="diverge"),
+        one("clean-compiled-b16", "clean", 0, compiled, 20),
     ]
     lane1 = [
-        one("clean-compiled-b16", "clean", 1, compiled, 20),
-        one("idle-gpu", "idle", 1, b8, 70, kind="idle", FAULT_DURATION_S=str(45 * s)),
         Scenario(
             "regression-new-commit",
             "regression",
             (1,),
-            [Segment("c1", b8, 20 * s), Segment("c2", slower, 22 * s)],
+            [Segment("c1", b8, 40 * s), Segment("c2", slower, 22 * s)],
             {"FAULT": "none"},
         ),
+        one("idle-gpu", "idle", 1, b8, 65, kind="idle", FAULT_DURATION_S=str(40 * s)),
+        one("loss-divergence", "loss_divergence", 1, b8, 30, kind="diverge"),
     ]
     if cpu:
         return [[[ddp]], [lane0 + [replace_gpu(x, 0) for x in lane1]]]

@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 from statictrain_operator.anomaly import faults as flt
 from statictrain_operator.anomaly import findings as fnd
 from statictrain_operator.anomaly import history as hist
-from statictrain_operator.anomaly.detector import Assessment, DetectorSettings, assess, commit_regression
+from statictrain_operator.anomaly.detector import Assessment, DetectorSettings, Method, assess, commit_regression
 from statictrain_operator.anomaly.discord import DiscordSettings, score_series
 from statictrain_operator.anomaly.remediation import (
     SETTINGS_FIELDS,
@@ -105,8 +105,9 @@ class ReplaySettings:
     """... and than this many seconds."""
     gap_window_s: float = 120.0
     """A gap or reset this recent blocks actions resting on the series."""
-    good_settle_s: float = 30.0
-    """Healthy seconds after which the running settings count as good (RevertSettings' target)."""
+    good_settle_s: float = 15.0
+    """Healthy seconds after which the running settings count as good (RevertSettings' target; the
+    operator waits 600 s, recordings of a few minutes need less)."""
     price_usd_per_gpu_hour: float = 3.5
     """GPU price used for $ per 1M tokens when the recording has no cost series (one price per job:
     the per-commit comparison does not depend on its value)."""
@@ -261,6 +262,11 @@ def _usd_per_1m(rec: Recording, series: Mapping[str, Series], s: ReplaySettings)
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
+def _distinct(ts: list[float], vs: list[float]) -> Series:
+    keep = [i for i in range(len(vs)) if i == 0 or vs[i] != vs[i - 1]]
+    return [ts[i] for i in keep], [vs[i] for i in keep]
+
+
 def _utc(t: float) -> datetime:
     return datetime.fromtimestamp(t, tz=UTC)
 
@@ -330,7 +336,7 @@ def _tick(  # noqa: PLR0917 (one evaluation's inputs, called from one place)
         ts, vs = window.get(name, ([], []))
         if vs:
             assessments[name] = assess(name, [_utc(x) for x in ts], vs, s.detector)
-    ut, uv = _window(usd, start, t)
+    ut, uv = _distinct(*_window(usd, start, t))  # a gauge held between processes is one observation
     commits = [(_commit_at(rec.commits, x) or Commit(0, "", {})).commit for x in ut]
     regression = commit_regression(commits, uv, higher_is_worse=True) if len(set(commits)) > 1 else None
     since = window.get(flt.SECONDS_SINCE_LAST_STEP, ([], []))[1]
@@ -356,7 +362,11 @@ def _tick(  # noqa: PLR0917 (one evaluation's inputs, called from one place)
     commit = _commit_at(rec.commits, t)
     spec = spec_for(commit)
     step = assessments.get(fnd.STEP_SECONDS)
-    healthy = step is not None and not any(f.kind is FindingKind.THROUGHPUT_REGRESSION for f in usable)
+    healthy = (
+        step is not None
+        and step.method is not Method.INSUFFICIENT
+        and not any(f.kind is FindingKind.THROUGHPUT_REGRESSION for f in usable)
+    )
     current = {k: spec[k] for k in SETTINGS_FIELDS if k in spec}
     record = hist.track_good_settings(record, current, healthy, now, timedelta(seconds=s.good_settle_s))
     decision = decide(
