@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from statictrain_operator.anomaly.detector import robust_baseline
 from statictrain_operator.anomaly.remediation import Finding, FindingKind
 
 Series = tuple[Sequence[float], Sequence[float]]
@@ -110,12 +111,6 @@ def _distinct(ts: Sequence[float], vs: Sequence[float]) -> tuple[list[float], li
             out_t.append(t)
             out_v.append(v)
     return out_t, out_v
-
-
-def _robust_sd(values: Sequence[float]) -> float:
-    med = statistics.median(values)
-    mad = statistics.median(abs(v - med) for v in values)
-    return max(1.4826 * mad, 1e-3 * abs(med), 1e-12)
 
 
 @dataclass(frozen=True)
@@ -295,7 +290,7 @@ def loss_divergence(series: Mapping[str, Series], now: float, p: Progress, s: Fa
     if len(vs) < s.min_history + s.recent:
         return None
     hist, recent = vs[: -s.recent], vs[-s.recent :]
-    med, sd = statistics.median(hist), _robust_sd(hist)
+    med, sd = robust_baseline(hist, relative_floor=1e-3)
     z = (statistics.median(recent) - med) / sd
     if z < s.loss_sigmas:
         return None
