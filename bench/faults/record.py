@@ -122,10 +122,10 @@ def plan(kind: str) -> list[list[list[Scenario]]]:
         },
     )
     lane0 = [
-        one("clean-eager-b8", "clean", 0, b8, 25),
-        one("starvation", "starvation", 0, b16, 40, kind="starve", FAULT_DELAY_S="0.06"),
-        one("memory-leak", "memory_leak", 0, b8, 60, kind="leak", FAULT_LEAK_GBPS="5" if not cpu else "0.01"),
         one("clean-compiled-b16", "clean", 0, compiled, 20),
+        one("clean-eager-b8", "clean", 0, b8, 20),
+        one("starvation", "starvation", 0, b16, 35, kind="starve", FAULT_DELAY_S="0.06"),
+        one("memory-leak", "memory_leak", 0, b8, 55, kind="leak", FAULT_LEAK_GBPS="5" if not cpu else "0.01"),
     ]
     lane1 = [
         Scenario(
