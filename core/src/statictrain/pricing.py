@@ -28,6 +28,7 @@ from decimal import Decimal
 from importlib import resources
 from typing import Literal
 
+from statictrain import gpus
 from statictrain.money import parse_usd
 
 __all__ = [
@@ -40,7 +41,7 @@ __all__ = [
     "LiveQuotes",
     "NodeFacts",
     "NodePrice",
-    "gpu_model_from_product",
+    "node_gpu",
     "parse_catalog",
     "parse_custom_prices",
     "price_node",
@@ -50,31 +51,6 @@ __all__ = [
 CapacityType = Literal["spot", "on-demand"]
 SPOT: CapacityType = "spot"
 ON_DEMAND: CapacityType = "on-demand"
-
-# (substring tests in order) -> normalised model as used in the catalog
-_GPU_MODELS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("H200",), "H200-141GB"),
-    (("H100", "NVL"), "H100-NVL-94GB"),
-    (("H100",), "H100-80GB"),
-    (("A100", "80GB"), "A100-80GB"),
-    (("A100",), "A100-40GB"),
-    (("L40S",), "L40S-48GB"),
-    (("A10G",), "A10G-24GB"),
-    (("L4",), "L4-24GB"),
-    (("V100", "32GB"), "V100-32GB"),
-    (("V100",), "V100-16GB"),
-    (("T4",), "T4-16GB"),
-)
-
-
-def gpu_model_from_product(product: str) -> str | None:
-    """Map an ``nvidia.com/gpu.product`` label (``NVIDIA-H100-80GB-HBM3``) to a catalog model."""
-    upper = product.upper().replace("_", "-")
-    tokens = set(upper.split("-"))
-    for needles, model in _GPU_MODELS:
-        if all(n in upper for n in needles) and (needles[0] != "L4" or "L4" in tokens):
-            return model
-    return None
 
 
 def capacity_type(value: str | None) -> CapacityType:
@@ -113,6 +89,11 @@ class Catalog:
 
     def regions_of(self, instance_type: str) -> list[CatalogEntry]:
         return [e for e in self.entries if e.instance_type == instance_type]
+
+    def family_prices(self, family: str, cap: CapacityType) -> list[Decimal]:
+        """Per-GPU hourly prices of every unflagged catalog row whose GPU model is of this family."""
+        models = {e.gpu_model for e in self.entries if gpus.from_name(e.gpu_model).family == family}
+        return [p for m in sorted(models) for p in self.gpu_prices(m, cap)]
 
     def gpu_prices(self, gpu_model: str, cap: CapacityType) -> list[Decimal]:
         """Per-GPU hourly prices of every unflagged catalog row with this GPU model."""
@@ -358,15 +339,29 @@ def price_node(
             return _make(p, gpus, node, "fallback", [why])
 
     same_type = catalog.regions_of(node.instance_type) if node.instance_type else []
-    model = same_type[0].gpu_model if same_type else None
-    if model is None and node.gpu_product:
-        model = gpu_model_from_product(node.gpu_product)
-    if model is not None:
-        per_gpu = catalog.gpu_prices(model, cap) or catalog.gpu_prices(model, ON_DEMAND)
-        if per_gpu:
-            p = Decimal(statistics.median(per_gpu)) * max(gpus, 1)
-            what = "no catalog price for" if same_type else "unknown instance type"
-            why = f"{what} {node.instance_type!r} ({cap}); median catalog price of {model} x {max(gpus, 1)}"
-            return _make(p, gpus, node, "fallback", [why])
-    why = f"unknown instance type {node.instance_type!r} and GPU {node.gpu_product!r}; default per-GPU price"
+    gpu = node_gpu(node)
+    per_gpu: list[Decimal] = []
+    what_gpu = ""
+    if gpu.model is not None:
+        per_gpu = catalog.gpu_prices(gpu.model, cap) or catalog.gpu_prices(gpu.model, ON_DEMAND)
+        what_gpu = gpu.model
+    elif gpu.known:  # family known, memory not: every catalog model of the family
+        per_gpu = catalog.family_prices(gpu.family, cap) or catalog.family_prices(gpu.family, ON_DEMAND)
+        what_gpu = f"{gpu.family} (any memory size)"
+    if per_gpu:
+        p = Decimal(statistics.median(per_gpu)) * max(gpus, 1)
+        what = "no catalog price for" if same_type else "unknown instance type"
+        why = f"{what} {node.instance_type!r} ({cap}); median catalog price of {what_gpu} x {max(gpus, 1)}"
+        return _make(p, gpus, node, "fallback", [why])
+    gpu_why = f"GPU {gpu.family}" if gpu.known else f"unknown GPU {node.gpu_product!r}"
+    why = f"unknown instance type {node.instance_type!r} and {gpu_why} not in the catalog; default per-GPU price"
     return _make(policy.default_gpu_hourly_usd * max(gpus, 1), gpus, node, "fallback", [why])
+
+
+def node_gpu(node: NodeFacts) -> gpus.Gpu:
+    """The node's GPU: its GPU product label, else its instance type; Unknown when neither names a known GPU."""
+    if node.gpu_product:
+        by_product = gpus.from_name(node.gpu_product)
+        if by_product.known or not node.instance_type:
+            return by_product
+    return gpus.from_instance_type(node.instance_type or "")

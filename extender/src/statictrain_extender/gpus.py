@@ -10,29 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["DEFAULT_RELATIVE_THROUGHPUT", "gpu_family"]
+from statictrain import gpus
 
-# Families checked in this order: longer/more specific names first, so that
-# "A100" is not read as "A10" and "H100-NVL" stays H100.
-_FAMILIES: tuple[str, ...] = (
-    "GH200",
-    "B200",
-    "H200",
-    "H100",
-    "A100",
-    "L40S",
-    "L40",
-    "A10G",
-    "A10",
-    "L4",
-    "V100M32",
-    "V100M16",
-    "V100",
-    "T4",
-    "P100",
-    "G2",
-    "G3",
-)
+__all__ = ["DEFAULT_RELATIVE_THROUGHPUT", "gpu_family"]
 
 # Relative training throughput per GPU for a typical mixed-precision transformer
 # step, A100 = 1.0. Used only when the job has no measured step times of its own
@@ -64,17 +44,13 @@ DEFAULT_RELATIVE_THROUGHPUT: Mapping[str, float] = {
 def gpu_family(name: str) -> str:
     """Short family key for a GPU product or model name; "" when empty.
 
-    Unknown names come back upper-cased and unchanged, so a job that lists an
-    exotic model still matches a node labelled with the same name.
+    Known GPUs map through :func:`statictrain.gpus.from_name` (NVML names such as
+    ``NVIDIA H200`` included). Unknown names come back upper-cased and unchanged,
+    so a job that lists an exotic model (or a trace's ``V100M32``) still matches a
+    node labelled with the same name; such a family has no default throughput.
     """
     upper = name.strip().upper().replace("_", "-")
     if not upper:
         return ""
-    tokens = upper.replace("NVIDIA-", "").replace("TESLA-", "")
-    for family in _FAMILIES:
-        if tokens == family or tokens.startswith(family + "-") or tokens.startswith(family + " "):
-            return family
-    for family in _FAMILIES:
-        if family in tokens.split("-"):
-            return family
-    return tokens
+    gpu = gpus.from_name(name)
+    return gpu.family if gpu.known else upper

@@ -14,7 +14,7 @@ from statictrain.pricing import (
     LiveQuotes,
     NodeFacts,
     capacity_type,
-    gpu_model_from_product,
+    node_gpu,
     parse_catalog,
     parse_custom_prices,
     price_node,
@@ -137,23 +137,38 @@ def test_live_quotes_used_and_flagged_when_stale() -> None:
 
 
 @pytest.mark.parametrize(
-    ("product", "model"),
+    ("facts", "family", "model"),
     [
-        ("NVIDIA-H100-80GB-HBM3", "H100-80GB"),
-        ("NVIDIA-H100-NVL", "H100-NVL-94GB"),
-        ("NVIDIA-A100-SXM4-40GB", "A100-40GB"),
-        ("NVIDIA-A100-SXM4-80GB", "A100-80GB"),
-        ("NVIDIA-A10G", "A10G-24GB"),
-        ("NVIDIA-L4", "L4-24GB"),
-        ("NVIDIA-L40S", "L40S-48GB"),
-        ("NVIDIA-H200", "H200-141GB"),
-        ("Tesla-V100-SXM2-16GB", "V100-16GB"),
-        ("Tesla-T4", "T4-16GB"),
-        ("Unknown-Chip", None),
+        (node(None, product="NVIDIA-H100-80GB-HBM3"), "H100", "H100-80GB"),
+        (node(None, product="NVIDIA-H200"), "H200", "H200-141GB"),
+        (node("g6e.xlarge", product=None), "L40S", "L40S-48GB"),
+        (node("p5.48xlarge", product="Unknown-Chip"), "H100", "H100-80GB"),
+        (node(None, product="Unknown-Chip"), "Unknown", None),
+        (node("m5.large", product=None), "Unknown", None),
     ],
+    ids=["product", "nvml-h200", "instance-type", "unknown-product-known-type", "unknown", "cpu-type"],
 )
-def test_gpu_product_mapping(product: str, model: str | None) -> None:
-    assert gpu_model_from_product(product) == model
+def test_node_gpu(facts: NodeFacts, family: str, model: str | None) -> None:
+    got = node_gpu(facts)
+    assert (got.family, got.model) == (family, model)
+
+
+@pytest.mark.parametrize(
+    ("product", "priced_as"),
+    [("NVIDIA-L40S", "L40S-48GB"), ("NVIDIA-H100", "H100 (any memory size)")],
+    ids=["l40s-by-model", "h100-family-when-memory-unknown"],
+)
+def test_unknown_type_priced_by_gpu_and_flagged(product: str, priced_as: str) -> None:
+    p = price_node(node("x9.huge", product=product, gpus=2), CATALOG, now=NOW)
+    assert p.source == "fallback" and p.hourly_usd > 0
+    assert priced_as in p.notes[0]
+
+
+@pytest.mark.parametrize("product", ["NVIDIA GH200 480GB", "NVIDIA-B200", "NVIDIA A10", "Unknown-Chip"])
+def test_gpu_missing_from_catalog_gets_flagged_default(product: str) -> None:
+    p = price_node(node(None, product=product, gpus=1), CATALOG, now=NOW)
+    assert p.source == "fallback" and p.hourly_usd == FallbackPolicy().default_gpu_hourly_usd
+    assert "default per-GPU price" in p.notes[0]
 
 
 @pytest.mark.parametrize(

@@ -65,12 +65,13 @@ def test_parse_step_seconds() -> None:
             "value": [1, "0.25"],
         },
         {
-            "metric": {"namespace": "t", "job_name": "j", "gpu_model": "NVIDIA-A100-SXM4-40GB"},
+            "metric": {"namespace": "t", "job_name": "j", "gpu_model": "NVIDIA A100-SXM4-40GB"},
             "value": [1, "0.5"],
         },
+        {"metric": {"namespace": "t", "job_name": "j", "gpu_model": "NVIDIA H200"}, "value": [1, "0.125"]},
         {"metric": {"namespace": "t", "job_name": "j", "gpu_model": "T4"}, "value": [1, "NaN"]},
         {"metric": {"namespace": "t", "job_name": "j"}, "value": [1, "1"]},
         {"metric": {"namespace": "t", "job_name": "k", "gpu_model": "L4"}, "value": [1, "x"]},
         {"metric": {"namespace": "t", "job_name": "k", "gpu_model": "L4"}},
     ]
-    assert parse_step_seconds(result) == {("t", "j"): {"H100": 0.25, "A100": 0.5}}
+    assert parse_step_seconds(result) == {("t", "j"): {"H100": 0.25, "A100": 0.5, "H200": 0.125}}  # NVML names too
