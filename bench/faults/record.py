@@ -88,12 +88,12 @@ class Scenario:
     """FAULT_* variables of inject.py (for the last segment)."""
 
 
-def plan(kind: str) -> list[list[list[Scenario]]]:
+def plan(kind: str, scale: float | None = None) -> list[list[list[Scenario]]]:
     """Phases of lanes of scenarios. ``h200``: GPT-2 124M on H200s; ``cpu``: the dry run (tiny model).
 
     Seconds count from the first step; every fault starts 20 s (x scale) after the first batch."""
     cpu = kind == "cpu"
-    s = 0.25 if cpu else 1.0  # time scale
+    s = scale if scale is not None else (0.25 if cpu else 1.0)  # time scale
     base = (
         {"STATICTRAIN_PRECISION": "fp32", "STATICTRAIN_COMPILE_MODE": "none", "FAULT_MODEL": "small"}
         if cpu
@@ -343,7 +343,7 @@ def record(args: argparse.Namespace) -> None:
         info["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     except ImportError:
         pass
-    for phase in plan(args.plan):
+    for phase in plan(args.plan, args.scale):
         threads = [threading.Thread(target=lambda lane=lane: [rec.run(sc) for sc in lane]) for lane in phase]
         for th in threads:
             th.start()
@@ -446,6 +446,7 @@ def main() -> None:
     p.add_argument("--plan", choices=("h200", "cpu"), help="record this plan")
     p.add_argument("--raw", type=Path, help="where raw recordings go (with --plan)")
     p.add_argument("--deadline-s", type=float, default=400.0, help="skip scenarios that would end after this")
+    p.add_argument("--scale", type=float, help="time scale of the plan (default 1 for h200, 0.25 for the cpu dry run)")
     p.add_argument("--split", type=Path, help="raw recordings to turn into the corpus layout")
     p.add_argument("--into", type=Path, help="corpus directory (with --split)")
     args = p.parse_args()
