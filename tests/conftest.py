@@ -14,8 +14,11 @@ Tests using it are marked ``cluster``; give each test its own namespace
 
 from __future__ import annotations
 
+import http.server
+import json
 import os
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 
@@ -47,3 +50,29 @@ def namespace(cluster: LocalCluster) -> Iterator[str]:
     cluster.kubectl("create", "namespace", name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def echoing_prometheus() -> Iterator[int]:
+    """A real HTTP server that rejects every query (400) with an error quoting the request path back,
+    query string included, as a misbehaving Prometheus or proxy might; yields its port."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.dumps({"status": "error", "errorType": "bad_data", "error": f"at {self.path}"}).encode()
+            self.send_response(400)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield int(server.server_address[1])
+    server.shutdown()
+    server.server_close()
+

@@ -59,3 +59,52 @@ capabilities:
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
+
+{{/* The operator's namespaced rules: in its ClusterRole (cluster-wide) or a Role per watched namespace. */}}
+{{- define "statictrain.operator.namespacedRules" }}
+# Framework (kopf), cost (BudgetExceeded) and anomaly (anomalies, remediations): post Events
+# about jobs, and (anomaly) about Namespaces for findings no single job owns.
+- apiGroups: ["", events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+# Application: watch StaticTrainingJobs; delete finished ones after ttlSecondsAfterFinished.
+# Cost: suspend over budget, price notes and budget annotations. Anomaly: remediation history
+# annotation, replicas within elastic bounds, last good compile/DDP settings.
+- apiGroups: [statictrain.io]
+  resources: [statictrainingjobs]
+  verbs: [get, list, watch, patch, delete]
+# Application: phase, conditions, progress, cost and anomalies.
+- apiGroups: [statictrain.io]
+  resources: [statictrainingjobs/status]
+  verbs: [get, patch]
+# Remediation: scale a job within its elastic bounds.
+- apiGroups: [statictrain.io]
+  resources: [statictrainingjobs/scale]
+  verbs: [get, patch]
+# Application: the worker Indexed Jobs (create, scale, suspend, replace).
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, patch, delete]
+# Application: the headless Service of each job's workers (watched, label-selected, to recreate it).
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, watch, create]
+# Application: the per-job checkpoint claim (made with the worker Job, deleted with the job).
+- apiGroups: [""]
+  resources: [persistentvolumeclaims]
+  verbs: [create]
+# Cost accounting: worker pods are priced by UID on the nodes they ran on.
+# Anomaly: restart-from-checkpoint deletes a job's worker pods created before the decision.
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, delete]
+# Framework (kopf): the heartbeat Lease is watched (label-selected) where the operator watches.
+- apiGroups: [coordination.k8s.io]
+  resources: [leases]
+  verbs: [list, watch]
+{{- end }}
+
+{{/* Node annotations the price annotator writes (statictrain.labels), as a CEL list. */}}
+{{- define "statictrain.nodePriceAnnotations" -}}
+['statictrain.io/hourly-cost-usd', 'statictrain.io/gpu-hourly-cost-usd', 'statictrain.io/capacity-type', 'statictrain.io/price-source', 'statictrain.io/price-updated', 'statictrain.io/price-notes']
+{{- end }}

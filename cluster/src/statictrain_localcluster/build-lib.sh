@@ -41,3 +41,18 @@ k8s_ldflags() {
        "-X $v.buildDate=1970-01-01T00:00:00Z -X k8s.io/client-go/pkg/version.gitVersion=$version" \
        "-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 }
+
+# begin_build: a private temporary folder ($tmp, removed on exit) with $out=$tmp/bin, so two
+# runs at once never see each other's half-built binaries. finish_build: the build time, then
+# $out renamed into place as $bin in one step (a concurrent run that finished first wins).
+begin_build() {
+  tmp=$(mktemp -d "$cache_root/$key/build.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  out="$tmp/bin"; mkdir -p "$out"
+}
+finish_build() {
+  printf '{"build_seconds": %s, "key": "%s"}\n' "$(( $(date +%s) - started ))" "$key" >"$out/build-time.json"
+  mv -T "$out" "$bin" 2>/dev/null || true
+  have_all || die "some binaries are missing from $bin after the build"
+  echo "$bin"
+}

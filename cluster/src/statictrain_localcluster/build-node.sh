@@ -17,9 +17,7 @@ key="node-k8s-${K8S_VERSION}_coredns-${COREDNS_VERSION}_localpath-${LOCAL_PATH_V
 want=(kubelet coredns local-path-provisioner)
 # shellcheck source=build-lib.sh
 . "$(dirname "$0")/build-lib.sh"
-tmp=$(mktemp -d "$cache_root/$key/build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-out="$tmp/bin"; mkdir -p "$out"
+begin_build
 
 step "kubelet $K8S_VERSION"
 mkdir -p "$tmp/k8s"
@@ -40,8 +38,4 @@ printf 'module statictrain.local/localpathtools\n\ngo 1.24\n' >"$tmp/localpath/g
    run go build -trimpath -ldflags "-s -w -X main.VERSION=$LOCAL_PATH_VERSION" -o "$out/local-path-provisioner" \
      github.com/rancher/local-path-provisioner)
 
-printf '{"build_seconds": %s, "key": "%s"}\n' "$(( $(date +%s) - started ))" "$key" >"$out/build-time.json"
-# Into place in one rename; a concurrent run that finished first wins and this copy is dropped.
-mv -T "$out" "$bin" 2>/dev/null || true
-have_all || die "some binaries are missing from $bin after the build"
-echo "$bin"
+finish_build

@@ -50,6 +50,8 @@ def build_binaries(log: Any = None, script: str = "build-binaries.sh") -> Path:
     if proc.returncode != 0:
         raise ClusterError(f"{script} failed (see the messages above); fix the cause and run "
                            "'make cluster-build' again")
+    if not proc.stdout.strip():
+        raise ClusterError(f"{script} built nothing here (it said why above)")
     return Path(proc.stdout.strip().splitlines()[-1])
 
 
@@ -69,6 +71,9 @@ class State:
     """Seconds from starting the node's parts to the node being Ready."""
     images: dict[str, str] = field(default_factory=dict)
     """Images in the real node's containerd, by Dockerfile target (and "busybox")."""
+    netpol_bin: str = ""
+    """Folder of the NetworkPolicy enforcer (kube-network-policies) built for the real node;
+    empty when this machine cannot run it (netpol.Enforcer starts it on demand)."""
 
 
 class LocalCluster:
@@ -277,6 +282,8 @@ class LocalCluster:
         node = realnode.RealNode(self.root / "node")
         try:
             node_bin = build_binaries(log, "build-node.sh")
+            with contextlib.suppress(ClusterError):  # where the kernel cannot enforce, none (the script says why)
+                self.state.netpol_bin = str(build_binaries(log, "build-netpol.sh"))
             built = images.node_images(log)
             store = realnode.image_store(images.store_key(built), cache_root() / "containerd-images",
                                          lambda ctr: [images.load(ctr, i) for i in built.values()])

@@ -50,6 +50,8 @@ SIDECAR_NVML = "STATICTRAIN_SIDECAR_NVML"  # "true" | "false" (false: never load
 PROFILE_MAX_STEPS = "STATICTRAIN_PROFILE_MAX_STEPS"
 PROFILE_TIMEOUT_S = "STATICTRAIN_PROFILE_TIMEOUT_S"
 PROFILE_MAX_BYTES = "STATICTRAIN_PROFILE_MAX_BYTES"
+# file holding the bearer token of /profile and /profiles (a mounted Secret); unset: profiling is off
+PROFILE_TOKEN_FILE = "STATICTRAIN_PROFILE_TOKEN_FILE"
 
 # torchrun (set by the operator, read by torchrun and torch.distributed)
 MASTER_ADDR = "MASTER_ADDR"

@@ -14,6 +14,7 @@ import aiohttp
 import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
+from statictrain.redact import RedactingFilter
 
 from .kubewatch import api_client, start_watches
 from .server import build_app
@@ -61,16 +62,26 @@ def make_app(settings: ExtenderSettings) -> web.Application:
 
 
 def tls_context(settings: ExtenderSettings) -> ssl.SSLContext | None:
-    """Server TLS context when a certificate is configured, else None (plain HTTP)."""
+    """Server TLS context when a certificate is configured, else None (plain HTTP).
+
+    With a client CA, mutual TLS: a client without a certificate signed by it is refused
+    in the handshake."""
     if not settings.tls_cert_file:
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
     except (OSError, ssl.SSLError) as err:
         raise SettingsError(
             f"cannot load TLS certificate {settings.tls_cert_file} / key {settings.tls_key_file}: {err}"
         ) from None
+    if settings.tls_client_ca_file:
+        try:
+            context.load_verify_locations(cafile=settings.tls_client_ca_file)
+        except (OSError, ssl.SSLError) as err:
+            raise SettingsError(f"cannot load client CA {settings.tls_client_ca_file}: {err}") from None
+        context.verify_mode = ssl.CERT_REQUIRED
     return context
 
 
@@ -89,6 +100,8 @@ def parse_args(argv: list[str] | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # no credentials or URL tokens in any log line
+        handler.addFilter(RedactingFilter())
     try:
         settings = ExtenderSettings.from_env()
         tls = tls_context(settings)
@@ -99,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         "listening on %s:%d (%s), judging pods of %s",
         settings.host,
         settings.port,
-        "https" if tls else "http",
+        ("https, client certificates required" if settings.tls_client_ca_file else "https") if tls else "http",
         sorted(settings.scheduler_names),
     )
     web.run_app(

@@ -49,6 +49,11 @@ class NodeInfo:
     """Price per GPU-hour: the annotation, else hourly / gpus; None when unknown."""
 
 
+MAX_QUANTITY_DIGITS = 15
+"""Quantities with more integer digits are not counts of anything (and "1e999999" would take
+minutes to turn into an int): parsed as 0 like any other unusable value."""
+
+
 def parse_quantity_int(value: object) -> int:
     """Parse an integer Kubernetes quantity ("8", "8k", 8); 0 for anything else."""
     if isinstance(value, bool):
@@ -62,9 +67,12 @@ def parse_quantity_int(value: object) -> int:
     if text.endswith("k"):
         text, scale = text[:-1], 1000
     try:
-        return max(int(Decimal(text) * scale), 0)
-    except (InvalidOperation, ValueError):
+        number = Decimal(text)
+    except InvalidOperation:
         return 0
+    if not number.is_finite() or number.adjusted() >= MAX_QUANTITY_DIGITS:
+        return 0
+    return max(int(number * scale), 0)
 
 
 def _price(value: object) -> float | None:

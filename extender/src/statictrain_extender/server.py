@@ -3,10 +3,17 @@
 Handlers parse with orjson, call the pure functions in :mod:`.decisions` on the
 cached :class:`~statictrain_extender.state.ClusterState`, and answer; nothing
 here waits on the API server or Prometheus.
+
+Hostile input: a body is at most MAX_BODY_BYTES (parsing is then bounded: a few
+milliseconds on the event loop) and must arrive within BODY_TIMEOUT_S; anything
+that cannot be judged, down to a wrongly typed nested field, is answered with a
+valid ExtenderFilterResult or an ``{"Error": ...}`` object, never HTTP 500.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 
@@ -21,9 +28,36 @@ from .decisions import BadRequestError, filter_result, prioritize_result
 from .scoring import Weights
 from .state import ClusterState
 
-__all__ = ["ExtenderMetrics", "build_app"]
+__all__ = ["BODY_TIMEOUT_S", "MAX_BODY_BYTES", "ExtenderMetrics", "build_app"]
 
 JSON = "application/json"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""Largest request body; a 5,000-node ExtenderArgs with node names only is about 100 KB."""
+BODY_TIMEOUT_S = 10.0
+"""Seconds a request body may take to arrive (kube-scheduler's own httpTimeout defaults to 5 s)."""
+
+_log = logging.getLogger(__name__)
+
+
+class _RefusedError(Exception):
+    """A body that was never read whole: the status and what to tell the caller."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _filter_error(message: str) -> dict[str, object]:
+    return {"NodeNames": None, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": message}
+
+
+async def _read_body(request: web.Request, timeout_s: float) -> bytes:
+    try:
+        return await asyncio.wait_for(request.read(), timeout_s)
+    except web.HTTPRequestEntityTooLarge:
+        raise _RefusedError(413, f"body over {MAX_BODY_BYTES} bytes: send NodeNames (nodeCacheCapable)") from None
+    except TimeoutError:
+        raise _RefusedError(408, f"body not received within {timeout_s:.0f} s") from None
 
 
 class _StateCollector(Collector):
@@ -65,6 +99,8 @@ def build_app(
     weights: Weights,
     registry: CollectorRegistry,
     clock: Callable[[], float] = time.perf_counter,
+    *,
+    body_timeout_s: float = BODY_TIMEOUT_S,
 ) -> web.Application:
     """The aiohttp application; background tasks are attached by the caller (see main.py)."""
     stats = ExtenderMetrics(registry, state)
@@ -72,7 +108,22 @@ def build_app(
     def timed(verb: str, handler: Callable[[bytes], web.Response]) -> Callable[[web.Request], Awaitable[web.Response]]:
         async def run(request: web.Request) -> web.Response:
             start = clock()
-            resp = handler(await request.read())
+            try:
+                body = await _read_body(request, body_timeout_s)
+            except _RefusedError as err:
+                out = _filter_error(str(err)) if verb == "filter" else {"Error": str(err)}
+                resp = web.Response(status=err.status, body=orjson.dumps(out), content_type=JSON)
+                resp.force_close()
+            else:
+                try:
+                    resp = handler(body)
+                except Exception as err:  # a shape decisions did not foresee: still a valid answer
+                    _log.warning("%s: malformed ExtenderArgs (%s: %s)", verb, type(err).__name__, err)
+                    message = f"malformed ExtenderArgs ({type(err).__name__}): {err}"[:500]
+                    if verb == "filter":
+                        resp = web.Response(body=orjson.dumps(_filter_error(message)), content_type=JSON)
+                    else:
+                        resp = web.Response(status=400, body=orjson.dumps({"Error": message}), content_type=JSON)
             stats.seconds.labels(verb).observe(clock() - start)
             stats.requests.labels(verb, "ok" if resp.status == 200 else "error").inc()
             return resp
@@ -89,13 +140,7 @@ def build_app(
         try:
             args = decode(body)
         except BadRequestError as err:
-            out: dict[str, object] = {
-                "NodeNames": None,
-                "FailedNodes": {},
-                "FailedAndUnresolvableNodes": {},
-                "Error": str(err),
-            }
-            return web.Response(body=orjson.dumps(out), content_type=JSON)
+            return web.Response(body=orjson.dumps(_filter_error(str(err))), content_type=JSON)
         out = filter_result(state, args, scheduler_names)
         return web.Response(body=orjson.dumps(out), content_type=JSON)
 
@@ -118,7 +163,7 @@ def build_app(
     async def metrics_page(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
 
-    app = web.Application(client_max_size=64 * 1024 * 1024)
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post("/scheduler/filter", timed("filter", do_filter))
     app.router.add_post("/scheduler/prioritize", timed("prioritize", do_prioritize))
     app.router.add_get("/healthz", healthz)

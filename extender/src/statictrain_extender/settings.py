@@ -16,6 +16,7 @@ ENV = {
     "port": "STATICTRAIN_EXTENDER_PORT",
     "tls_cert_file": "STATICTRAIN_EXTENDER_TLS_CERT_FILE",
     "tls_key_file": "STATICTRAIN_EXTENDER_TLS_KEY_FILE",
+    "tls_client_ca_file": "STATICTRAIN_EXTENDER_TLS_CLIENT_CA_FILE",
     "scheduler_names": "STATICTRAIN_EXTENDER_SCHEDULER_NAMES",
     "weight_cost": "STATICTRAIN_EXTENDER_WEIGHT_COST",
     "weight_pack": "STATICTRAIN_EXTENDER_WEIGHT_PACK",
@@ -43,6 +44,8 @@ class ExtenderSettings:
     """PEM certificate; with tls_key_file, serve HTTPS instead of HTTP."""
     tls_key_file: str = ""
     """PEM private key for tls_cert_file."""
+    tls_client_ca_file: str = ""
+    """PEM CA bundle; set (with HTTPS): mutual TLS, only clients with a certificate it signed connect."""
     scheduler_names: frozenset[str] = field(default_factory=lambda: frozenset({"statictrain-scheduler"}))
     """Pods whose spec.schedulerName is one of these are judged; all others get a neutral answer."""
     weights: Weights = field(default_factory=Weights)
@@ -85,6 +88,11 @@ class ExtenderSettings:
         cert, key = text("tls_cert_file", ""), text("tls_key_file", "")
         if bool(cert) != bool(key):
             raise SettingsError(f"set both {ENV['tls_cert_file']} and {ENV['tls_key_file']} for HTTPS, or neither")
+        client_ca = text("tls_client_ca_file", "")
+        if client_ca and not cert:
+            raise SettingsError(
+                f"{ENV['tls_client_ca_file']} needs HTTPS: set {ENV['tls_cert_file']} and {ENV['tls_key_file']} too"
+            )
         names_raw = text("scheduler_names", "")
         names = frozenset(n.strip() for n in names_raw.split(",") if n.strip()) or default.scheduler_names
         try:
@@ -102,6 +110,7 @@ class ExtenderSettings:
             port=int(port),
             tls_cert_file=cert,
             tls_key_file=key,
+            tls_client_ca_file=client_ca,
             scheduler_names=names,
             weights=weights,
             prometheus_url=text("prometheus_url", "").rstrip("/"),

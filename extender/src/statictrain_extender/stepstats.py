@@ -16,6 +16,7 @@ from typing import Any
 import aiohttp
 import orjson
 from statictrain import metrics, promql
+from statictrain.redact import redact, safe_url
 
 from .gpus import gpu_family
 from .state import ClusterState, JobKey
@@ -74,7 +75,9 @@ async def refresh_once(
             raise ValueError(f"HTTP {resp.status}: {body.get('error', body)!r}"[:300])
         state.set_step_seconds(parse_step_seconds(body["data"]["result"]))
     except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, orjson.JSONDecodeError) as err:
-        log.warning("step-time refresh from %s failed, keeping the last table: %s", prometheus_url, err)
+        log.warning(
+            "step-time refresh from %s failed, keeping the last table: %s", safe_url(prometheus_url), redact(str(err))
+        )
         state.prometheus_ok = False
         return False
     state.prometheus_ok = True

@@ -380,7 +380,8 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         "volumes": volumes,
         "tolerations": [*settings.tolerations, *placement.get("tolerations", [])],
     }
-    node_selector = {**settings.node_selector, **placement.get("nodeSelector", {})}
+    # The admin's node labels win over the job's (a job cannot leave the nodes it is confined to).
+    node_selector = {**placement.get("nodeSelector", {}), **settings.node_selector}
     if node_selector:
         pod_spec["nodeSelector"] = node_selector
     affinity = _affinity(spec)

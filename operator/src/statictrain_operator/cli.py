@@ -20,6 +20,7 @@ from typing import TextIO
 
 from statictrain import envconfig
 
+from statictrain_operator import estimate_cli, gate_cli
 from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 from statictrain_operator.kube.costs import ClusterUnavailableError, list_jobs_for_report
 from statictrain_operator.report.fetch import fetch
@@ -134,6 +135,8 @@ def build_parser(prog: str = "statictrain") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="statictrain: cost reports and anomalies")
     sub = parser.add_subparsers(dest="command", required=True)
     add_report_parser(sub)
+    gate_cli.add_parser(sub)
+    estimate_cli.add_parser(sub)
     try:
         anomaly_cli = importlib.import_module("statictrain_operator.anomaly.cli")
     except ModuleNotFoundError as e:

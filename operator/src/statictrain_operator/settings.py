@@ -61,7 +61,8 @@ class Settings:
     tolerations: list[dict[str, Any]] = field(default_factory=_default_tolerations)
     """Tolerations added to every worker pod (JSON list), e.g. for kwok's fake-node taint."""
     node_selector: dict[str, str] = field(default_factory=dict)
-    """Node labels every worker pod requires (JSON object), merged under spec.placement.nodeSelector."""
+    """Node labels every worker pod requires (JSON object), merged with spec.placement.nodeSelector; on a
+    key both set, this value wins."""
     pod_annotations: dict[str, str] = field(default_factory=dict)
     """Extra annotations on worker pods (JSON object), e.g. kwok stage controls in tests."""
     sidecar_cpu: str = "100m"

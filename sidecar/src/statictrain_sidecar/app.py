@@ -18,7 +18,7 @@ from .nvml import GpuSampler, NvmlApi
 from .profiles import ProfileRequests
 from .sampling import SamplingLoop
 from .server import SidecarHTTPServer, make_server
-from .settings import Settings
+from .settings import Settings, read_token
 from .tailer import ChannelTailer
 from .training import TrainingFeed, TrainingState
 
@@ -121,7 +121,9 @@ class Sidecar:
 
 
 def build(settings: Settings, nvml: NvmlApi | None, clocks: Clocks | None = None) -> Sidecar:
-    """Assemble a sidecar; binds the port now. ``nvml``: the pynvml module, a fake, or None."""
+    """Assemble a sidecar; binds the port now. ``nvml``: the pynvml module, a fake, or None.
+
+    Raises SettingsError when the profile token file is set but unusable."""
     clocks = clocks or Clocks()
     gpus = GpuSampler(nvml, select=settings.gpus, enabled=settings.nvml, logger=_log)
     tailer = ChannelTailer(settings.stats_dir / STEPS_FILE) if settings.stats_dir is not None else None
@@ -163,6 +165,7 @@ def build(settings: Settings, nvml: NvmlApi | None, clocks: Clocks | None = None
             ("profiles", _at_most_every(PROFILE_HOUSEKEEPING_S, clocks.monotonic, profiles.housekeep))
         )
     loop = SamplingLoop(settings.sample_interval_s, tasks, clocks.monotonic, _log)
-    server = make_server(settings.bind, settings.port, registry, loop_health(loop), profiles)
+    token = read_token(settings.profile_token_file) if settings.profile_token_file is not None else None
+    server = make_server(settings.bind, settings.port, registry, loop_health(loop), profiles, profile_token=token)
     sidecar = Sidecar(settings, gpus, feed, profiles, registry, loop, server, clocks)
     return sidecar

@@ -104,6 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         sidecar = build(settings, load_nvml() if settings.nvml else None)
+    except SettingsError as e:
+        print(f"statictrain-sidecar: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"statictrain-sidecar: cannot listen on {settings.bind}:{settings.port}: {e}", file=sys.stderr)
         return 2

@@ -6,7 +6,9 @@ takes it, captures N steps into ``<STATS_DIR>/profiles/<id>/`` and removes the
 request (``statictrain.channel``). Bounds kept here: N is capped, one request is
 pending at a time, a request not taken within the timeout is withdrawn, and the
 oldest captures are deleted once ``profiles/`` holds more than the byte budget.
-Captured files are served back by the HTTP server (``GET /profiles/<id>/<file>``).
+Captured files are served back by the HTTP server (``GET /profiles/<id>/<file>``):
+only plain files below the fixed profiles root; a symlink anywhere on the way is
+refused, and the opened file is checked to lie inside the root.
 """
 
 from __future__ import annotations
@@ -15,10 +17,12 @@ import json
 import os
 import re
 import shutil
+import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from statictrain.channel import PROFILES_DIR, REQUESTS_DIR, SCHEMA_VERSION
 
@@ -74,6 +78,8 @@ class ProfileRequests:
         """``clock``: wall seconds (compared with file mtimes); ``new_id``: a fresh request id."""
         self.requests_dir = stats_dir / REQUESTS_DIR
         self.profiles_dir = stats_dir / PROFILES_DIR
+        self._root = stats_dir.resolve() / PROFILES_DIR
+        """The profiles root, fixed now: served files must lie inside it."""
         self._max_steps = max_steps
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
@@ -159,10 +165,12 @@ class ProfileRequests:
         if not self.profiles_dir.is_dir():
             return []
         out = []
+        if self.profiles_dir.is_symlink():
+            return []
         for d in self.profiles_dir.iterdir():
-            if d.is_dir() and _ID.match(d.name):
-                files = [f for f in d.rglob("*") if f.is_file()]
-                out.append((d, d.stat().st_mtime, sum(f.stat().st_size for f in files)))
+            if d.is_dir() and not d.is_symlink() and _ID.match(d.name):
+                size = sum(f.lstat().st_size for f in _plain_files(d))
+                out.append((d, d.lstat().st_mtime, size))
         return out
 
     def listing(self) -> list[ProfileInfo]:
@@ -173,18 +181,50 @@ class ProfileRequests:
     def _listing(self) -> list[ProfileInfo]:
         out = [ProfileInfo(pid, "requested") for pid in self._pending()]
         for path, _, size in sorted(self._captures(), key=lambda c: c[1]):
-            names = (str(f.relative_to(path)) for f in path.rglob("*") if f.is_file())
+            names = (str(f.relative_to(path)) for f in _plain_files(path))
             files = tuple(sorted(n for n in names if not Path(n).name.startswith(".")))
             out.append(ProfileInfo(path.name, "captured" if files else "capturing", files, size))
         out.extend(ProfileInfo(pid, "expired") for pid in self._expired)
         return out
 
-    def file(self, pid: str, name: str) -> Path:
-        """The path of one captured file; ProfileError 404 for anything outside profiles/<id>/."""
-        if not _ID.match(pid):
-            raise ProfileError(404, f"no profile {pid!r}")
-        root = (self.profiles_dir / pid).resolve()
-        path = (root / name).resolve()
-        if not path.is_relative_to(root) or not path.is_file():
-            raise ProfileError(404, f"no file {name!r} in profile {pid!r} (GET /profiles lists them)")
-        return path
+    def open_file(self, pid: str, name: str) -> tuple[BinaryIO, int]:
+        """One captured file, opened for reading, and its size.
+
+        ProfileError 404 for anything but a plain file inside ``profiles/<id>/``: a path
+        part that is empty, ``.`` or ``..``; a symlink anywhere from the profiles root
+        down (the root included); a file whose opened descriptor resolves outside the root."""
+        missing = ProfileError(404, f"no file {name!r} in profile {pid!r} (GET /profiles lists them)")
+        parts = name.split("/")
+        if not _ID.match(pid) or any(p in ("", ".", "..") for p in parts):
+            raise missing
+        path = self.profiles_dir
+        for part in ("", pid, *parts[:-1]):
+            path = path / part if part else path
+            if path.is_symlink() or not path.is_dir():
+                raise missing
+        path = path / parts[-1]
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            raise missing from None
+        try:
+            st = os.fstat(fd)
+            real = Path(os.readlink(f"/proc/self/fd/{fd}"))
+            if not stat.S_ISREG(st.st_mode) or not real.is_relative_to(self._root):
+                raise missing
+        except BaseException:
+            os.close(fd)
+            raise
+        f = os.fdopen(fd, "rb")
+        return f, st.st_size
+
+
+def _plain_files(folder: Path) -> list[Path]:
+    """Regular files below ``folder``, symlinks neither listed nor followed."""
+    out = []
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            p = Path(dirpath) / name
+            if not p.is_symlink() and p.is_file():
+                out.append(p)
+    return out

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from statictrain import envvars
 
-__all__ = ["Identity", "Settings", "SettingsError"]
+__all__ = ["Identity", "Settings", "SettingsError", "read_token"]
 
 _N = TypeVar("_N", int, float)
 
@@ -81,6 +81,9 @@ class Settings:
     profile_max_bytes: int = 1 << 30
     """Bytes of captured profiles kept under ``profiles/``; the oldest are deleted beyond it
     (``STATICTRAIN_PROFILE_MAX_BYTES``)."""
+    profile_token_file: Path | None = None
+    """File holding the bearer token that POST /profile and GET /profiles* require
+    (``STATICTRAIN_PROFILE_TOKEN_FILE``, a mounted Secret); None: profiling over HTTP is off."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
@@ -110,6 +113,7 @@ class Settings:
         )
         stats = env.get(envvars.STATS_DIR, "").strip()
         gpus = tuple(g.strip() for g in env.get(envvars.SIDECAR_GPUS, "").split(",") if g.strip())
+        token_file = env.get(envvars.PROFILE_TOKEN_FILE, "").strip()
         return cls(
             identity=identity,
             stats_dir=Path(stats) if stats else None,
@@ -121,6 +125,7 @@ class Settings:
             profile_max_steps=_number(env, envvars.PROFILE_MAX_STEPS, d.profile_max_steps),
             profile_timeout_s=_number(env, envvars.PROFILE_TIMEOUT_S, d.profile_timeout_s),
             profile_max_bytes=_number(env, envvars.PROFILE_MAX_BYTES, d.profile_max_bytes),
+            profile_token_file=Path(token_file) if token_file else None,
         )
 
 
@@ -149,3 +154,21 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
     if raw in ("false", "0", "no", "off"):
         return False
     raise SettingsError(f"{name}={raw!r}: use true or false")
+
+
+MIN_TOKEN_CHARS = 16
+"""Shortest profile token accepted (the operator mints 32 random bytes, hex)."""
+
+
+def read_token(path: Path) -> str:
+    """The profile token in ``path`` (surrounding whitespace dropped); SettingsError says what to fix."""
+    try:
+        token = path.read_text().strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise SettingsError(f"{envvars.PROFILE_TOKEN_FILE}={path}: cannot read the token: {e}") from None
+    if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
+        raise SettingsError(
+            f"{envvars.PROFILE_TOKEN_FILE}={path}: put one token of at least {MIN_TOKEN_CHARS} characters "
+            "without spaces in it (for example 32 random bytes in hex)"
+        )
+    return token

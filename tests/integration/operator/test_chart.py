@@ -76,19 +76,31 @@ def _render(cluster: Any, *sets: str) -> list[dict[str, Any]]:
 
 def test_rendered_objects(cluster: Any) -> None:
     docs = _render(cluster, "operator.watchNamespaces={a,b}", "workers.schedulerName=custom")
-    ours = [
-        d for d in docs if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "operator"
-    ]
+    ours = [d for d in docs if d["metadata"].get("labels", {}).get("app.kubernetes.io/component") == "operator"]
     kinds = sorted(d["kind"] for d in ours)
     assert kinds == [
-        "ClusterRole",
-        "ClusterRoleBinding",
+        *["ClusterRole"] * 2,  # cluster-scoped reads; node price patches
+        *["ClusterRoleBinding"] * 2,
         "Deployment",
-        "Role",
-        "RoleBinding",
+        "NetworkPolicy",
+        *["Role"] * 3,  # one per watched namespace, the heartbeat
+        *["RoleBinding"] * 3,
         "Service",
         "ServiceAccount",
+        "ValidatingAdmissionPolicy",  # node patches: price annotations only
+        "ValidatingAdmissionPolicyBinding",
     ]
+    roles = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in ours if d["kind"] == "Role"}
+    assert {ns for ns, _ in roles} == {"a", "b", "statictrain-system"}
+    cluster_rules = [r for d in ours if d["kind"] == "ClusterRole" for r in d["rules"]]
+    assert {res for r in cluster_rules for res in r["resources"]} == {"customresourcedefinitions", "nodes"}
+    policies = {(d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs if d["kind"] == "NetworkPolicy"}
+    assert policies == {
+        ("statictrain-system", "st-statictrain-operator"),
+        ("statictrain-system", "st-statictrain-extender"),
+        ("a", "st-statictrain-workers"),
+        ("b", "st-statictrain-workers"),
+    }
     crds = [d["metadata"]["name"] for d in docs if d["kind"] == "CustomResourceDefinition"]
     assert crds == ["statictrainingjobs.statictrain.io"]
     (dep,) = [d for d in ours if d["kind"] == "Deployment"]
@@ -141,9 +153,7 @@ def test_custom_prices_grant_reading_that_one_configmap(cluster: Any) -> None:
     ]
 
 
-def test_install_creates_every_object_in_a_restricted_namespace(
-    cluster: Any, namespace: str, crd: str
-) -> None:
+def test_install_creates_every_object_in_a_restricted_namespace(cluster: Any, namespace: str, crd: str) -> None:
     cluster.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     release = f"st-{namespace}"[:40]
     cluster.helm(
@@ -176,11 +186,16 @@ def test_install_creates_every_object_in_a_restricted_namespace(
         assert "pods/exec" not in can
         for verb, res in (("create", "jobs.batch"), ("patch", "statictrainingjobs.statictrain.io/status")):
             assert (
-                cluster.kubectl("auth", "can-i", verb, res, f"--as={sa}", check=False).stdout.strip() == "yes"
+                cluster.kubectl("auth", "can-i", verb, res, f"--as={sa}", "-n", namespace, check=False).stdout.strip()
+                == "yes"
+            )
+            # watchNamespaces: nothing namespaced outside the watched namespace
+            assert (
+                cluster.kubectl("auth", "can-i", verb, res, f"--as={sa}", "-n", "default", check=False).stdout.strip()
+                == "no"
             )
         assert (
-            cluster.kubectl("auth", "can-i", "get", "secrets", f"--as={sa}", "-A", check=False).stdout.strip()
-            == "no"
+            cluster.kubectl("auth", "can-i", "get", "secrets", f"--as={sa}", "-A", check=False).stdout.strip() == "no"
         )
     finally:
         cluster.helm("uninstall", release, "--namespace", namespace, check=False)
@@ -193,3 +208,36 @@ def test_worker_pods_are_admitted_under_pss_restricted(
     make_operator()
     kube.apply(stj("pss", replicas=1, resources={"gpusPerReplica": 1}))
     wait_for(lambda: kube.list("pods", "statictrain.io/job=pss"), "the worker pod to be admitted")
+
+
+def test_node_patching_is_a_separate_optional_cluster_role(cluster: Any) -> None:
+    def node_verbs(docs: list[dict[str, Any]]) -> dict[str, set[str]]:
+        return {
+            d["metadata"]["name"]: {v for r in d["rules"] if "nodes" in r["resources"] for v in r["verbs"]}
+            for d in docs
+            if d["kind"] == "ClusterRole" and "-operator" in d["metadata"]["name"]
+        }
+
+    assert node_verbs(_render(cluster)) == {
+        "st-statictrain-operator": {"get", "list", "watch"},
+        "st-statictrain-operator-node-prices": {"patch"},
+    }
+    off = _render(cluster, "operator.rbac.patchNodes=false")
+    assert node_verbs(off) == {"st-statictrain-operator": {"get", "list", "watch"}}
+    assert not [d for d in off if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+def test_mutual_tls_gives_the_scheduler_a_client_certificate(cluster: Any) -> None:
+    docs = _render(cluster, "extender.tls.secretName=ext-tls", "extender.tls.clientSecretName=sched-client")
+    (ext,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-extender")]
+    (container,) = ext["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["STATICTRAIN_EXTENDER_TLS_CLIENT_CA_FILE"] == "/etc/statictrain-extender-tls/ca.crt"
+    assert "tcpSocket" in container["readinessProbe"]  # the kubelet has no client certificate
+    (config,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-scheduler")]
+    sched = yaml.safe_load(next(iter(config["data"].values())))
+    tls = sched["extenders"][0]["tlsConfig"]
+    assert tls["certFile"] == "/etc/statictrain-extender-client/tls.crt" and tls["caFile"].endswith("ca.crt")
+    args = ["template", "st", str(CHART), "--kube-version", "1.34.0", "--set", "extender.tls.clientSecretName=x"]
+    failed = cluster.helm(*args, check=False)
+    assert failed.returncode != 0 and "needs extender.tls.secretName" in failed.stderr

@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
@@ -33,6 +34,7 @@ from statictrain_sidecar.collector import EXPORTED_METRICS
 
 pytestmark = pytest.mark.cluster
 
+PROFILE_TOKEN = "integration-test-profile-token-0123"
 GPU_ONLY = {n for n in EXPORTED_METRICS if n.startswith("statictrain_gpu_")} - {metrics.GPU_AVAILABLE}
 """Series that exist only where NVML sees a GPU (checked with a fake NVML in tests/unit/sidecar)."""
 
@@ -110,8 +112,10 @@ def worker(cluster: LocalCluster, namespace: str, tmp_path: Path) -> Iterator[Wo
         envvars.POD_NAME: name,
         envvars.POD_UID: uid,
         envvars.STATS_DIR: str(stats),
+        envvars.PROFILE_TOKEN_FILE: str(tmp_path / "profile-token"),
         "PYTHONUNBUFFERED": "1",
     }
+    (tmp_path / "profile-token").write_text(PROFILE_TOKEN)
     port_file = tmp_path / "port"
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -209,20 +213,26 @@ def test_prometheus_returns_every_documented_series_with_the_pod_labels(
 
 def test_profile_request_is_captured_by_the_running_trainer(worker: Worker) -> None:
     base = f"http://127.0.0.1:{worker.port}"
+    auth = {"Authorization": f"Bearer {PROFILE_TOKEN}"}
+    with pytest.raises(urllib.error.HTTPError) as refused:  # no token: nothing requested
+        urllib.request.urlopen(urllib.request.Request(f"{base}/profile?steps=2", method="POST"), timeout=10)
+    assert refused.value.code == 401
     with urllib.request.urlopen(
-        urllib.request.Request(f"{base}/profile?steps=2", method="POST"), timeout=10
+        urllib.request.Request(f"{base}/profile?steps=2", method="POST", headers=auth), timeout=10
     ) as resp:
         assert resp.status == 202
         ticket = json.load(resp)
 
     def captured() -> list[str] | None:
-        with urllib.request.urlopen(f"{base}/profiles", timeout=10) as resp:
+        with urllib.request.urlopen(urllib.request.Request(f"{base}/profiles", headers=auth), timeout=10) as resp:
             listing = json.load(resp)
         mine = [p for p in listing if p["id"] == ticket["id"] and "trace.json" in p["files"]]
         return mine[0]["files"] if mine else None
 
     files = eventually(captured, 180, "the trainer to capture the profile")
     assert "trace.json" in files
-    with urllib.request.urlopen(f"{base}{ticket['fetch']}trace.json", timeout=30) as resp:
+    with urllib.request.urlopen(
+        urllib.request.Request(f"{base}{ticket['fetch']}trace.json", headers=auth), timeout=30
+    ) as resp:
         trace = json.load(resp)
     assert trace.get("traceEvents"), "a torch.profiler chrome trace with events"

@@ -38,7 +38,23 @@ def test_gpu_family(name: str, want: str) -> None:
 
 @pytest.mark.parametrize(
     ("value", "want"),
-    [("8", 8), (8, 8), ("2k", 2000), ("0", 0), ("-3", 0), ("x", 0), (None, 0), (True, 0), ("1.5", 1)],
+    [
+        ("8", 8),
+        (8, 8),
+        ("2k", 2000),
+        ("0", 0),
+        ("-3", 0),
+        ("x", 0),
+        (None, 0),
+        (True, 0),
+        ("1.5", 1),
+        ("1e999999", 0),
+        ("Infinity", 0),
+        ("-inf", 0),
+        ("NaN", 0),
+        ("999999999999999", 999999999999999),
+        ("1e15", 0),
+    ],
 )
 def test_parse_quantity_int(value: object, want: int) -> None:
     assert parse_quantity_int(value) == want

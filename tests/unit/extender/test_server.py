@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -11,7 +12,7 @@ import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry
 from statictrain_extender.scoring import Weights
-from statictrain_extender.server import build_app
+from statictrain_extender.server import MAX_BODY_BYTES, build_app
 from statictrain_extender.state import ClusterState
 
 from .builders import node_obj, pod_obj
@@ -48,7 +49,7 @@ def filled(n: int = 3) -> ClusterState:
 
 
 async def post(session: aiohttp.ClientSession, url: str, data: bytes) -> tuple[int, Any]:
-    async with session.post(url, data=data, headers={"Content-Type": "application/json"}) as resp:
+    async with session.post(url, data=io.BytesIO(data), headers={"Content-Type": "application/json"}) as resp:
         return resp.status, orjson.loads(await resp.read())
 
 
@@ -127,3 +128,122 @@ def test_healthz_and_metrics() -> None:
         {"nodesSynced": True, "podsSynced": False, "nodesCached": 1, "prometheusOk": None},
     )
     assert "statictrain_extender_nodes_cached 1.0" in seen["metrics"]
+
+
+MALFORMED = [
+    {"Pod": {"spec": [1]}, "NodeNames": ["n0"]},  # the reproduced HTTP 500
+    {"Pod": {"spec": {"schedulerName": ["statictrain-scheduler"]}}, "NodeNames": ["n0"]},
+    {"Pod": {"metadata": "x", "spec": {"schedulerName": "statictrain-scheduler"}}, "NodeNames": ["n0"]},
+    {"Pod": {"metadata": {"labels": [1], "annotations": 7}, "spec": {}}, "NodeNames": ["n0"]},
+    {"Pod": {"spec": {"schedulerName": "statictrain-scheduler", "containers": {"a": 1}}}, "NodeNames": ["n0"]},
+    {"Pod": {"spec": {"schedulerName": "statictrain-scheduler", "containers": [None, 3, "x"]}}, "NodeNames": ["n0"]},
+    {
+        "Pod": {"spec": {"schedulerName": "statictrain-scheduler", "containers": [{"resources": [1]}]}},
+        "NodeNames": ["n0"],
+    },
+    {
+        "Pod": {
+            "spec": {
+                "schedulerName": "statictrain-scheduler",
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": {"x": 1}}}}],
+            }
+        },
+        "NodeNames": ["n0"],
+    },
+    {
+        "Pod": {
+            "spec": {
+                "schedulerName": "statictrain-scheduler",
+                "containers": [{"resources": {"requests": {"nvidia.com/gpu": "1e999999"}}}],
+            }
+        },
+        "NodeNames": ["n0"],
+    },
+    {"Pod": {}, "Nodes": {"items": [{"metadata": [1]}, {"metadata": {"name": 5, "labels": "x"}}, 3]}},
+    {"Pod": {}, "Nodes": {"items": [{"metadata": {"name": "a", "annotations": {"k": [1]}}, "status": 4}]}},
+    {"Pod": {}, "NodeNames": [["nested"]]},
+    {"Pod": [], "NodeNames": []},
+    {"Pod": None},
+    [[[[[]]]]],
+    "just a string",
+    12,
+    None,
+]
+
+
+def test_malformed_nested_fields_get_valid_answers_never_500() -> None:
+    """Every verb, every shape: HTTP 200/400 with a JSON answer the scheduler can read."""
+    answers: list[tuple[str, int, Any]] = []
+    pod = pod_obj()
+    # every field of a real pod replaced by a wrong type, one at a time
+    shapes: list[Any] = list(MALFORMED)
+    for key in ("metadata", "spec"):
+        for wrong in ([1], "x", 3, None, {"labels": [1]}):
+            shapes.append({"Pod": {**pod, key: wrong}, "NodeNames": ["n0"]})
+    for key in pod["spec"]:
+        for wrong in ([1], "x", 3.5, {"a": [1]}):
+            shapes.append({"Pod": {**pod, "spec": {**pod["spec"], key: wrong}}, "NodeNames": ["n0"]})
+
+    async def body(session: aiohttp.ClientSession, base: str) -> None:
+        for shape in shapes:
+            for verb in ("filter", "prioritize"):
+                status, out = await post(session, f"{base}/scheduler/{verb}", orjson.dumps(shape))
+                answers.append((verb, status, out))
+
+    serve(filled(), body)
+    assert len(answers) == 2 * len(shapes)
+    for verb, status, out in answers:
+        if verb == "filter":
+            assert status == 200 and set(out) == {"NodeNames", "FailedNodes", "FailedAndUnresolvableNodes", "Error"}
+        else:
+            assert (status == 200 and isinstance(out, list)) or (status == 400 and out["Error"]), (status, out)
+    errors = [out for verb, status, out in answers if verb == "filter" and out["Error"]]
+    assert any("malformed" in e["Error"] or "ExtenderArgs" in e["Error"] for e in errors)
+
+
+def test_a_body_over_the_limit_is_refused_with_an_error() -> None:
+    seen: dict[str, Any] = {}
+    big = orjson.dumps({"Pod": pod_obj(), "NodeNames": ["n" * 1000] * (MAX_BODY_BYTES // 1000)})
+    assert len(big) > MAX_BODY_BYTES
+
+    async def body(session: aiohttp.ClientSession, base: str) -> None:
+        for verb in ("filter", "prioritize"):
+            seen[verb] = await post(session, f"{base}/scheduler/{verb}", big)
+        seen["after"] = await post(
+            session, f"{base}/scheduler/filter", orjson.dumps({"Pod": pod_obj(), "NodeNames": ["n0"]})
+        )
+
+    serve(filled(), body)
+    assert seen["filter"][0] == 413 and "NodeNames" in seen["filter"][1] and "bytes" in seen["filter"][1]["Error"]
+    assert seen["prioritize"][0] == 413 and seen["prioritize"][1]["Error"]
+    assert seen["after"] == (
+        200,
+        {"NodeNames": ["n0"], "FailedNodes": {}, "FailedAndUnresolvableNodes": {}, "Error": ""},
+    )
+
+
+def test_a_body_that_never_arrives_is_answered_and_the_connection_closed() -> None:
+    seen: dict[str, bytes] = {}
+
+    async def main() -> None:
+        app = build_app(filled(), NAMES, Weights(), CollectorRegistry(), body_timeout_s=0.2)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(b'POST /scheduler/filter HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"Pod":')
+            await writer.drain()
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 30)
+            length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+            seen["answer"] = head + await asyncio.wait_for(reader.readexactly(length), 30)
+            writer.close()
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(main())
+    head, _, payload = seen["answer"].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 408") and b"Connection: close" in head
+    assert b"not received" in orjson.loads(payload)["Error"].encode()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import ssl
 import subprocess
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aiohttp
@@ -21,30 +23,32 @@ from statictrain_extender.state import ClusterState
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
 
+@contextlib.asynccontextmanager
+async def serving(server_ctx: ssl.SSLContext) -> AsyncIterator[int]:
+    """The real extender app over HTTPS on a free local port (an empty, synced node cache)."""
+    state = ClusterState()
+    state.replace_nodes([])
+    runner = web.AppRunner(build_app(state, frozenset({"s"}), Weights(), CollectorRegistry()))
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx).start()
+    try:
+        yield runner.addresses[0][1]
+    finally:
+        await runner.cleanup()
+
+
 def make_cert(tmp_path: Path) -> tuple[Path, Path]:
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    subprocess.run(
-        [
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
-    )
+    return self_signed(tmp_path, "tls", "localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1")
+
+
+def openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def self_signed(d: Path, name: str, cn: str, *extra: str) -> tuple[Path, Path]:
+    cert, key = d / f"{name}.crt", d / f"{name}.key"
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={cn}", *extra,
+            "-keyout", str(key), "-out", str(cert))
     return cert, key
 
 
@@ -53,24 +57,15 @@ def test_https_healthz(tmp_path: Path) -> None:
     server_ctx = tls_context(ExtenderSettings(tls_cert_file=str(cert), tls_key_file=str(key)))
     assert server_ctx is not None
     client_ctx = ssl.create_default_context(cafile=str(cert))
-    state = ClusterState()
-    state.replace_nodes([])
     seen: dict[str, int] = {}
 
     async def main() -> None:
-        runner = web.AppRunner(build_app(state, frozenset({"s"}), Weights(), CollectorRegistry()))
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx)
-        await site.start()
-        port = runner.addresses[0][1]
-        try:
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(f"https://127.0.0.1:{port}/healthz", ssl=client_ctx) as resp,
-            ):
-                seen["status"] = resp.status
-        finally:
-            await runner.cleanup()
+        async with (
+            serving(server_ctx) as port,
+            aiohttp.ClientSession() as session,
+            session.get(f"https://127.0.0.1:{port}/healthz", ssl=client_ctx) as resp,
+        ):
+            seen["status"] = resp.status
 
     asyncio.run(main())
     assert seen["status"] == 200
@@ -83,4 +78,81 @@ def test_plain_http_without_certificate() -> None:
 def test_unreadable_certificate_is_a_settings_error(tmp_path: Path) -> None:
     settings = ExtenderSettings(tls_cert_file=str(tmp_path / "missing.crt"), tls_key_file=str(tmp_path / "k"))
     with pytest.raises(SettingsError, match="cannot load TLS certificate"):
+        tls_context(settings)
+
+
+def make_ca(d: Path, name: str) -> tuple[Path, Path]:
+    return self_signed(d, name, name)
+
+
+def signed(d: Path, name: str, ca: tuple[Path, Path], san: str) -> tuple[Path, Path]:
+    cert, key, csr, ext = d / f"{name}.crt", d / f"{name}.key", d / f"{name}.csr", d / f"{name}.ext"
+    ext.write_text(f"subjectAltName={san}\n")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout", str(key), "-out", str(csr))
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(csr),
+        "-CA",
+        str(ca[0]),
+        "-CAkey",
+        str(ca[1]),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        str(ext),
+        "-out",
+        str(cert),
+    )
+    return cert, key
+
+
+def test_mutual_tls_admits_only_clients_with_a_certificate_from_the_client_ca(tmp_path: Path) -> None:
+    ca = make_ca(tmp_path, "ca")
+    server = signed(tmp_path, "server", ca, "DNS:localhost,IP:127.0.0.1")
+    scheduler = signed(tmp_path, "scheduler", ca, "DNS:statictrain-scheduler")
+    stranger = make_ca(tmp_path, "stranger")  # self-signed: not from the client CA
+    server_ctx = tls_context(
+        ExtenderSettings(tls_cert_file=str(server[0]), tls_key_file=str(server[1]), tls_client_ca_file=str(ca[0]))
+    )
+    assert server_ctx is not None and server_ctx.verify_mode == ssl.CERT_REQUIRED
+
+    def client(cert: tuple[Path, Path] | None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(ca[0]))
+        if cert is not None:
+            ctx.load_cert_chain(str(cert[0]), str(cert[1]))
+        return ctx
+
+    seen: dict[str, object] = {}
+
+    async def main() -> None:
+        async with serving(server_ctx) as port:
+            for who, cert in [("scheduler", scheduler), ("nobody", None), ("stranger", stranger)]:
+                try:
+                    async with (
+                        aiohttp.ClientSession() as session,
+                        session.post(f"https://127.0.0.1:{port}/scheduler/filter", data=b"{}", ssl=client(cert)) as r,
+                    ):
+                        seen[who] = r.status
+                except (aiohttp.ClientError, ssl.SSLError, ConnectionError) as err:
+                    seen[who] = type(err).__name__
+
+    asyncio.run(main())
+    assert seen["scheduler"] == 200
+    assert isinstance(seen["nobody"], str) and isinstance(seen["stranger"], str), seen
+
+
+def test_a_client_ca_without_https_is_a_settings_error() -> None:
+    with pytest.raises(SettingsError, match="needs HTTPS"):
+        ExtenderSettings.from_env({"STATICTRAIN_EXTENDER_TLS_CLIENT_CA_FILE": "/ca.crt"})
+
+
+def test_an_unreadable_client_ca_is_a_settings_error(tmp_path: Path) -> None:
+    cert, key = make_cert(tmp_path)
+    settings = ExtenderSettings(
+        tls_cert_file=str(cert), tls_key_file=str(key), tls_client_ca_file=str(tmp_path / "missing.crt")
+    )
+    with pytest.raises(SettingsError, match="cannot load client CA"):
         tls_context(settings)

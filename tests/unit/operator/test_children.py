@@ -173,7 +173,7 @@ def test_scheduling_constraints_from_spec_and_settings() -> None:
     tpl = children.worker_job(b.owner(s), settings)["spec"]["template"]
     pod = tpl["spec"]
     assert pod["schedulerName"] == "custom"
-    assert pod["nodeSelector"] == {"pool": "a", "zone": "z1"}
+    assert pod["nodeSelector"] == {"pool": "default", "zone": "z1"}  # the admin's label wins
     assert pod["tolerations"] == [
         {"key": "t", "operator": "Exists"},
         {"key": "dedicated", "operator": "Exists"},

@@ -89,19 +89,74 @@ def test_oldest_captures_are_pruned_beyond_the_byte_budget(profiles: Any, tmp_pa
     assert profiles.outcomes["pruned"] == 1
 
 
+def read(profiles: Any, pid: str, name: str) -> bytes:
+    f, size = profiles.open_file(pid, name)
+    with f:
+        data: bytes = f.read()
+    assert len(data) == size
+    return data
+
+
+def refused(profiles: Any, pid: str, name: str) -> None:
+    with pytest.raises(ProfileError) as e:
+        profiles.open_file(pid, name)
+    assert e.value.status == 404
+
+
 def test_files_are_served_only_from_inside_a_capture(profiles: Any, tmp_path: Path) -> None:
     capture(tmp_path, "p9", 10, 100.0)
+    (tmp_path / PROFILES_DIR / "p9" / "sub").mkdir()
+    (tmp_path / PROFILES_DIR / "p9" / "sub" / "a.pt.trace.json").write_text("{}")
     (tmp_path / "secret").write_text("no")
-    assert profiles.file("p9", "trace.json").read_bytes() == b"x" * 10
+    assert read(profiles, "p9", "trace.json") == b"x" * 10
+    assert read(profiles, "p9", "sub/a.pt.trace.json") == b"{}"
     for pid, name in [
         ("p9", "../../secret"),
+        ("p9", "sub/../../../secret"),
+        ("p9", "/etc/hostname"),
+        ("p9", "sub//a.pt.trace.json"),
+        ("p9", "./trace.json"),
+        ("p9", ""),
+        ("p9", "sub"),
         ("..", "secret"),
         ("p9", "missing.json"),
         ("nope", "trace.json"),
     ]:
-        with pytest.raises(ProfileError) as e:
-            profiles.file(pid, name)
-        assert e.value.status == 404
+        refused(profiles, pid, name)
+
+
+def test_symlinks_never_lead_out_of_the_profiles_root(profiles: Any, tmp_path: Path) -> None:
+    """The hostile trainer: links planted in the shared channel folder are refused wherever they are."""
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (outside / "hostname").write_text("host file")
+    root = tmp_path / PROFILES_DIR
+    capture(tmp_path, "p1", 10, 100.0)
+    (root / "x").symlink_to(outside)  # profiles/x -> a folder outside (the reproduced finding)
+    refused(profiles, "x", "hostname")
+    (root / "p1" / "link.json").symlink_to(outside / "hostname")  # a file link inside a capture
+    refused(profiles, "p1", "link.json")
+    (root / "p1" / "dir").symlink_to(outside)  # a folder link inside a capture
+    refused(profiles, "p1", "dir/hostname")
+    (root / "p1" / "inner.json").symlink_to(root / "p1" / "trace.json")  # even one that stays inside
+    refused(profiles, "p1", "inner.json")
+    os.mkfifo(root / "p1" / "fifo")  # not a plain file: refused without blocking
+    refused(profiles, "p1", "fifo")
+    listed = {p.id: p for p in profiles.listing()}
+    assert set(listed) == {"p1"} and listed["p1"].files == ("trace.json",)  # links neither listed nor counted
+    assert listed["p1"].bytes == 10
+
+
+def test_a_symlinked_profiles_root_is_refused(tmp_path: Path, wall: Any) -> None:
+    outside = tmp_path / "elsewhere"
+    (outside / "p1").mkdir(parents=True)
+    (outside / "p1" / "trace.json").write_text("{}")
+    stats = tmp_path / "stats"
+    stats.mkdir()
+    (stats / PROFILES_DIR).symlink_to(outside)
+    p = ProfileRequests(stats, max_steps=5, timeout_s=60, max_bytes=1000, clock=wall, new_id=lambda: "p2")
+    refused(p, "p1", "trace.json")
+    assert p.listing() == []
 
 
 def test_a_capture_in_progress_is_not_yet_captured(profiles: Any, tmp_path: Path) -> None:

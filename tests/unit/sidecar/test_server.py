@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -13,17 +14,23 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from statictrain import metrics
 from statictrain.channel import StepRecord, encode
+from statictrain_sidecar import server as server_module
 from statictrain_sidecar.app import Clocks, Sidecar, build
 from statictrain_sidecar.collector import EXPORTED_METRICS
-from statictrain_sidecar.settings import Identity, Settings
+from statictrain_sidecar.settings import Identity, Settings, SettingsError
 
 GPU_IS_LOST = 15
+TOKEN = "0123456789abcdef0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
 def sidecar(tmp_path: Path, fake_nvml: Any, gpu: Any, clock: Any) -> Iterator[Sidecar]:
     g = [gpu(0, "GPU-x"), gpu(1, "GPU-y", fail={"nvmlDeviceGetClockInfo": GPU_IS_LOST})]
+    token_file = tmp_path.parent / f"{tmp_path.name}-token"
+    token_file.write_text(TOKEN + "\n")
     settings = Settings(
+        profile_token_file=token_file,
         identity=Identity("j", "ns", "c0ffee", "t", "j-worker-0", "uid-1"),
         stats_dir=tmp_path,
         port=0,
@@ -36,8 +43,10 @@ def sidecar(tmp_path: Path, fake_nvml: Any, gpu: Any, clock: Any) -> Iterator[Si
     s.stop()
 
 
-def get(s: Sidecar, path: str, method: str = "GET") -> tuple[int, bytes, str]:
-    req = urllib.request.Request(f"http://127.0.0.1:{s.port}{path}", method=method)
+def get(
+    s: Sidecar, path: str, method: str = "GET", headers: dict[str, str] | None = None
+) -> tuple[int, bytes, str]:
+    req = urllib.request.Request(f"http://127.0.0.1:{s.port}{path}", method=method, headers=headers or {})
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return resp.status, resp.read(), resp.headers.get("Content-Type", "")
@@ -104,24 +113,24 @@ def test_healthz(sidecar: Sidecar) -> None:
 
 
 def test_profile_request_over_http(sidecar: Sidecar, tmp_path: Path) -> None:
-    status, body, _ = get(sidecar, "/profile?steps=4", "POST")
+    status, body, _ = get(sidecar, "/profile?steps=4", "POST", AUTH)
     assert status == 202
     ticket = json.loads(body)
     assert json.loads(Path(ticket["request"]).read_text()) == {"v": 1, "steps": 4}
-    assert get(sidecar, "/profile?steps=4", "POST")[0] == 409
-    assert get(sidecar, "/profile?steps=100000", "POST")[0] == 400
+    assert get(sidecar, "/profile?steps=4", "POST", AUTH)[0] == 409
+    assert get(sidecar, "/profile?steps=100000", "POST", AUTH)[0] == 400
     # the trainer takes the request and writes its capture
     Path(ticket["request"]).unlink()
     out = Path(ticket["output"])
     out.mkdir(parents=True)
     (out / "trace.json").write_text('{"traceEvents": []}')
-    listing = json.loads(get(sidecar, "/profiles")[1])
+    listing = json.loads(get(sidecar, "/profiles", headers=AUTH)[1])
     assert [(p["id"], p["state"], p["files"]) for p in listing] == [
         (ticket["id"], "captured", ["trace.json"])
     ]
-    status, body, _ = get(sidecar, f"{ticket['fetch']}trace.json")
+    status, body, _ = get(sidecar, f"{ticket['fetch']}trace.json", headers=AUTH)
     assert (status, body) == (200, b'{"traceEvents": []}')
-    assert get(sidecar, f"{ticket['fetch']}..%2F..%2Fsteps.jsonl")[0] == 404
+    assert get(sidecar, f"{ticket['fetch']}..%2F..%2Fsteps.jsonl", headers=AUTH)[0] == 404
 
 
 def test_unknown_paths_are_404(sidecar: Sidecar) -> None:
@@ -129,11 +138,105 @@ def test_unknown_paths_are_404(sidecar: Sidecar) -> None:
     assert get(sidecar, "/metrics", "POST")[0] == 404
 
 
-def test_without_a_channel_profile_requests_say_what_to_set(fake_nvml: Any, clock: Any) -> None:
-    s = build(Settings(port=0, bind="127.0.0.1"), fake_nvml(), Clocks(monotonic=clock))
+def test_without_a_channel_profile_requests_say_what_to_set(
+    fake_nvml: Any, clock: Any, tmp_path: Path
+) -> None:
+    (tmp_path / "token").write_text(TOKEN)
+    s = build(
+        Settings(port=0, bind="127.0.0.1", profile_token_file=tmp_path / "token"),
+        fake_nvml(),
+        Clocks(monotonic=clock),
+    )
     s.start()
     try:
-        status, body, _ = get(s, "/profile?steps=1", "POST")
+        status, body, _ = get(s, "/profile?steps=1", "POST", AUTH)
         assert status == 503 and b"STATICTRAIN_STATS_DIR" in body
     finally:
         s.stop()
+
+
+def test_profiling_is_off_without_a_token(fake_nvml: Any, clock: Any, tmp_path: Path) -> None:
+    s = build(Settings(port=0, bind="127.0.0.1", stats_dir=tmp_path), fake_nvml(), Clocks(monotonic=clock))
+    s.start()
+    try:
+        for path, method in [("/profile?steps=1", "POST"), ("/profiles", "GET"), ("/profiles/a/b", "GET")]:
+            status, body, _ = get(s, path, method, AUTH)
+            assert status == 403 and b"STATICTRAIN_PROFILE_TOKEN_FILE" in body
+        assert get(s, "/metrics")[0] == 200
+        assert not (tmp_path / "requests").exists()
+    finally:
+        s.stop()
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{}, {"Authorization": "Bearer wrong-token-wrong-token"}, {"Authorization": TOKEN}, {"Authorization": "Basic x"}],
+)
+def test_profile_endpoints_refuse_a_missing_or_wrong_token(
+    sidecar: Sidecar, tmp_path: Path, headers: dict[str, str]
+) -> None:
+    for path, method in [("/profile?steps=1", "POST"), ("/profiles", "GET"), ("/profiles/a/b", "GET")]:
+        status, body, _ = get(sidecar, path, method, headers)
+        assert status == 401 and b"Bearer" in body
+    assert not (tmp_path / "requests").exists()  # nothing was requested
+
+
+@pytest.mark.parametrize("content", ["", "x" * 8, "tooshort\n", "two words-two-words-two"])
+def test_an_unusable_token_file_is_refused_at_build(
+    fake_nvml: Any, clock: Any, tmp_path: Path, content: str
+) -> None:
+    (tmp_path / "token").write_text(content)
+    with pytest.raises(SettingsError, match="STATICTRAIN_PROFILE_TOKEN_FILE"):
+        build(Settings(port=0, bind="127.0.0.1", profile_token_file=tmp_path / "token"), fake_nvml())
+    with pytest.raises(SettingsError, match="cannot read"):
+        build(Settings(port=0, bind="127.0.0.1", profile_token_file=tmp_path / "absent"), fake_nvml())
+
+
+def raw(s: Sidecar, request: bytes) -> bytes:
+    """Send bytes on a real socket; everything the server answers until it closes the connection."""
+    with socket.create_connection(("127.0.0.1", s.port), timeout=30) as conn:
+        conn.sendall(request)
+        out = b""
+        while chunk := conn.recv(65536):
+            out += chunk
+    return out
+
+
+@pytest.mark.parametrize(
+    ("length", "status"),
+    [("-1", b"400"), ("abc", b"400"), ("1e3", b"400"), ("99999999", b"413"), ("65537", b"413")],
+)
+def test_bad_content_lengths_are_refused_and_the_connection_closed(
+    sidecar: Sidecar, tmp_path: Path, length: str, status: bytes
+) -> None:
+    for method in (b"GET /metrics", b"POST /profile?steps=1"):
+        answer = raw(sidecar, method + b" HTTP/1.1\r\nHost: x\r\nContent-Length: " + length.encode() + b"\r\n"
+                     b"Authorization: Bearer " + TOKEN.encode() + b"\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 " + status), answer[:80]
+        assert b"Connection: close" in answer
+    assert not (tmp_path / "requests").exists()
+
+
+def test_chunked_and_duplicate_lengths_are_refused(sidecar: Sidecar) -> None:
+    chunked = raw(sidecar, b"POST /profile?steps=1 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n")
+    assert chunked.startswith(b"HTTP/1.1 411")
+    twice = raw(sidecar, b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nContent-Length: 5\r\n\r\n")
+    assert twice.startswith(b"HTTP/1.1 400")
+
+
+def test_a_small_body_is_read_and_the_connection_kept(sidecar: Sidecar) -> None:
+    answer = raw(
+        sidecar,
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc"
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    )
+    assert answer.count(b"HTTP/1.1 200") == 2
+
+
+def test_a_silent_connection_is_closed_by_the_server(
+    sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(server_module._Handler, "timeout", 0.2)
+    # headers never finished, then a body shorter than its Content-Length: both end in a close
+    assert raw(sidecar, b"GET /metrics HTTP/1.1\r\nHost: x\r\n") == b""
+    assert raw(sidecar, b"POST /profile HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc") == b""

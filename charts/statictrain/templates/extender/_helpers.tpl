@@ -58,6 +58,10 @@ extenders:
   {{- if $.Values.extender.tls.secretName }}
   tlsConfig:
     caFile: /etc/statictrain-extender-tls/ca.crt
+    {{- if $.Values.extender.tls.clientSecretName }}
+    certFile: /etc/statictrain-extender-client/tls.crt
+    keyFile: /etc/statictrain-extender-client/tls.key
+    {{- end }}
     serverName: {{ printf "%s.%s.svc" (include "statictrain.extender.fullname" .) .Release.Namespace }}
   {{- end }}
 {{- end }}

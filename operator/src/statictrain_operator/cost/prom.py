@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from statictrain.cost import Sample
+from statictrain.redact import redact, safe_url
 
 
 class PrometheusUnavailableError(RuntimeError):
@@ -78,17 +79,20 @@ class HttpPrometheus:
             except (ValueError, AttributeError):
                 detail = ""
             raise PrometheusQueryError(
-                f"Prometheus at {self.base_url} rejected the query ({e.code}): {detail}"
+                f"Prometheus at {safe_url(self.base_url)} rejected the query ({e.code}): {redact(str(detail))}"
             ) from None
         except (urllib.error.URLError, OSError, TimeoutError) as e:
             reason = getattr(e, "reason", e)
             raise PrometheusUnavailableError(
-                f"cannot reach Prometheus at {self.base_url} ({reason}); check the URL (--prometheus-url or "
+                f"cannot reach Prometheus at {safe_url(self.base_url)} ({redact(str(reason))}); check the URL "
+                "(--prometheus-url or "
                 "STATICTRAIN_PROMETHEUS_URL) "
                 "and that Prometheus is running"
             ) from None
         if payload.get("status") != "success":
-            raise PrometheusQueryError(f"Prometheus at {self.base_url}: {payload.get('error', payload)}")
+            raise PrometheusQueryError(
+                f"Prometheus at {safe_url(self.base_url)}: {redact(str(payload.get('error', payload)))}"
+            )
         return parse_result(payload["data"])
 
     def query(self, query: str, at: float) -> list[Series]:

@@ -1,0 +1,116 @@
+"""``statictrain gate``: fail a CI job when a commit made training more expensive.
+
+    statictrain gate --commit "$SHA" --baseline "$BASE_SHA" --max-regression 5%
+    statictrain gate --commit c2 --baseline c1 --max-regression 5% --report report.json
+
+Exit status: 0 pass; 1 regression, or no runs for a commit; 2 the gate could
+not be evaluated (bad input, Prometheus unreachable or rejecting a query).
+Figures come from Prometheus (the same counters and reset handling as
+``statictrain report --by commit``, plus tokens/s per GPU model from the
+sidecars) or from exported report JSON files (no tokens/s there).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import TextIO
+
+from statictrain_operator.cli_args import add_prometheus_url
+from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
+from statictrain_operator.gate import (
+    CommitFigures,
+    compare,
+    figures_from_report_json,
+    parse_max_regression,
+)
+from statictrain_operator.history import query_speed
+from statictrain_operator.report.fetch import fetch
+from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report
+
+DEFAULT_LOOKBACK = timedelta(days=7)
+
+
+def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from statictrain_operator.cli import _duration, _utc  # noqa: PLC0415  (cli registers this module)
+
+    p = subparsers.add_parser(
+        "gate",
+        help="CI cost gate: fail when $/1M tokens or tokens/s got worse than a baseline commit",
+        description="Compare runs at --commit with runs at --baseline; exit 1 on a regression or missing runs.",
+    )
+    p.add_argument("--commit", required=True, help="commit label of the runs under test")
+    p.add_argument("--baseline", required=True, help="commit label of the baseline runs")
+    p.add_argument("--max-regression", required=True, help="allowed worsening, as a percentage (e.g. 5%%)")
+    p.add_argument(
+        "--report",
+        action="append",
+        default=[],
+        help="exported report JSON (statictrain report --by commit --format json); repeatable; instead of Prometheus",
+    )
+    p.add_argument("--last", type=_duration, help="with Prometheus: window ending at --to (default 7d)")
+    p.add_argument("--to", dest="end", type=_utc, help="window end, RFC 3339 UTC; default now")
+    add_prometheus_url(p)
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus query")
+    p.set_defaults(func=run_gate)
+
+
+def figures_from_prometheus(reader: PromReader, window: ReportWindow, commits: list[str]) -> dict[str, CommitFigures]:
+    """Per-commit cost and tokens in the window (as the report counts them) and tokens/s per GPU model."""
+    try:
+        jobs, _ = fetch(reader, window, {"commit": commits})
+        report = build_report(window, "commit", jobs, {}, filters={"commit": commits})
+    except EmptyWindowError:
+        return {}
+    speed = query_speed(
+        reader, {"commit": commits}, window.eval_end, (window.end - window.start).total_seconds(), "commit"
+    )
+    tps = {
+        c: {m: sp.tokens_per_s for m, sp in models.items() if sp.tokens_per_s is not None}
+        for c, models in speed.items()
+    }
+    return {row.key[0]: CommitFigures(row.key[0], row.usd, row.tokens, tps.get(row.key[0], {})) for row in report.rows}
+
+
+def _read_reports(paths: list[str]) -> dict[str, CommitFigures]:
+    docs = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8") as f:
+                docs.append(json.load(f))
+        except (OSError, ValueError) as e:
+            raise ValueError(f"cannot read report {path}: {e}") from None
+    return figures_from_report_json(docs, ", ".join(paths))
+
+
+def run_gate(
+    args: argparse.Namespace,
+    *,
+    now: datetime | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    reader: PromReader | None = None,
+) -> int:
+    out, err = stdout or sys.stdout, stderr or sys.stderr
+    try:
+        limit = parse_max_regression(args.max_regression)
+        if args.report:
+            figs = _read_reports(args.report)
+            source = f"report JSON {', '.join(args.report)}"
+        else:
+            end = args.end or (now or datetime.now(UTC)).replace(microsecond=0)
+            window = ReportWindow(end - (args.last or DEFAULT_LOOKBACK), end, buckets=24)
+            prom = reader or HttpPrometheus(args.prometheus_url, args.timeout)
+            figs = figures_from_prometheus(prom, window, sorted({args.commit, args.baseline}))
+            source = f"Prometheus {args.prometheus_url}, {window.start:%Y-%m-%dT%H:%MZ} to {end:%Y-%m-%dT%H:%MZ}"
+    except (ValueError, PrometheusUnavailableError, PrometheusQueryError) as e:
+        print(f"error: {e}", file=err)
+        return 2
+    verdict = compare(
+        figs.get(args.commit), figs.get(args.baseline), limit, commit=args.commit, baseline_commit=args.baseline
+    )
+    out.write(verdict.explain(args.commit, args.baseline, limit))
+    out.write(f"  source: {source}\n")
+    return 0 if verdict.passed else 1

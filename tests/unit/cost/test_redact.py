@@ -1,0 +1,80 @@
+"""Credentials never reach messages or logs: safe_url, redact, RedactingFilter, and Prometheus errors."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from statictrain.redact import HIDDEN, RedactingFilter, redact, safe_url
+from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
+
+SECRETS = ("s3cr3t-pass", "s3cr3t-token", "s3cr3t-frag", "alice")
+
+
+@pytest.mark.parametrize(
+    ("url", "want"),
+    [
+        ("https://alice:s3cr3t-pass@prom.example:9090/api?token=s3cr3t-token#s3cr3t-frag", "https://prom.example:9090/api"),
+        ("http://prometheus-server:9090", "http://prometheus-server:9090"),
+        ("http://alice@[::1]:9090/x/", "http://[::1]:9090/x/"),
+        ("HTTP://Host/p?q=1", "http://host/p"),
+    ],
+)
+def test_safe_url_keeps_only_scheme_host_port_and_path(url: str, want: str) -> None:
+    assert safe_url(url) == want
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "GET http://alice:s3cr3t-pass@h:1/x?token=s3cr3t-token failed.",
+        "url='https://h/api/v1/query?access_key=s3cr3t-token', status=400",
+        "Authorization: Bearer s3cr3t-token",
+        "login with password=s3cr3t-pass and api_key: s3cr3t-token",
+        'config {"client_secret": "s3cr3t-pass"}',
+        "see http://h:notaport@x/",
+    ],
+)
+def test_redact_hides_every_secret_in_free_text(text: str) -> None:
+    out = redact(text)
+    assert not any(s in out for s in SECRETS), out
+
+
+def test_redact_leaves_plain_text_and_plain_urls_alone() -> None:
+    text = "cannot reach Prometheus at http://prometheus-server:9090/api/v1/query (refused); job a/b, 3 tokens/s."
+    assert redact(text) == text
+    assert redact("see http://h/x.") == "see http://h/x."
+
+
+def test_the_logging_filter_redacts_messages_arguments_and_tracebacks() -> None:
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(self.format(record))
+
+    logger = logging.getLogger("test-redact")
+    handler = Keep()
+    handler.addFilter(RedactingFilter())
+    logger.addHandler(handler)
+    try:
+        logger.warning("refresh from %s failed", "http://alice:s3cr3t-pass@h/?token=s3cr3t-token")
+        try:
+            raise RuntimeError("bad url http://h/?token=s3cr3t-token")
+        except RuntimeError:
+            logger.exception("boom")
+    finally:
+        logger.removeHandler(handler)
+    assert records and not any(s in r for r in records for s in SECRETS), records
+    assert "http://h/" in records[0] and "RuntimeError" in records[1]
+
+
+def test_prometheus_errors_never_quote_credentials(echoing_prometheus: int) -> None:
+    with pytest.raises(PrometheusQueryError) as rejected:
+        HttpPrometheus(f"http://127.0.0.1:{echoing_prometheus}/prom?token=s3cr3t-token").query("up", 0)
+    assert "127.0.0.1" in str(rejected.value) and not any(s in str(rejected.value) for s in SECRETS)
+    with pytest.raises(PrometheusUnavailableError) as down:
+        HttpPrometheus("http://alice:s3cr3t-pass@127.0.0.1:1/?token=s3cr3t-token", timeout_s=5).query("up", 0)
+    message = str(down.value)
+    assert "cannot reach Prometheus at http://127.0.0.1:1/" in message
+    assert not any(s in message for s in SECRETS) and HIDDEN not in message
