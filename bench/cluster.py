@@ -38,9 +38,14 @@ def rss_mb(pids: list[int]) -> float:
 def versions(bin_dir: Path) -> dict[str, str]:
     key = bin_dir.parent.name  # k8s-..._etcd-..._kwok-..._helm-..._os-arch
     parts = dict(p.split("-", 1) for p in key.split("_") if "-" in p)
-    return {"kubernetes": parts.get("k8s", ""), "etcd": parts.get("etcd", ""), "kwok": parts.get("kwok", ""),
-            "helm": parts.get("helm", ""), "go": os.popen("go version").read().strip(),
-            "prometheus": os.popen("prometheus --version 2>&1 | head -1").read().strip()}
+    return {
+        "kubernetes": parts.get("k8s", ""),
+        "etcd": parts.get("etcd", ""),
+        "kwok": parts.get("kwok", ""),
+        "helm": parts.get("helm", ""),
+        "go": os.popen("go version").read().strip(),
+        "prometheus": os.popen("prometheus --version 2>&1 | head -1").read().strip(),
+    }
 
 
 def main() -> None:
@@ -63,19 +68,22 @@ def main() -> None:
         c.stop()
     result = {
         "cold_build_s": cold,
-        "cold_build_note": record.get("measured_by", "wall seconds of build-binaries.sh with empty Go module and "
-                                      "build caches, recorded by the script in <cache>/<versions>/build-time.json"),
+        "cold_build_note": record.get(
+            "measured_by",
+            "wall seconds of build-binaries.sh with empty Go module and "
+            "build caches, recorded by the script in <cache>/<versions>/build-time.json",
+        ),
         "warm_start_s": round(statistics.median(starts), 2),
         "warm_start_runs_s": [round(s, 2) for s in starts],
         "warm_start_measures": f"statictrain-cluster start with cached binaries until /readyz and all {nodes} "
-                               "nodes Ready (Prometheus ready included)",
+        "nodes Ready (Prometheus ready included)",
         "control_plane_rss_mb": round(statistics.median(rss), 1),
         "control_plane_rss_measures": "sum of VmRSS of every process of the cluster (etcd, kube-apiserver, "
-                                      "controller-manager, scheduler, kwok-controller, Prometheus) 5 s after start",
+        "controller-manager, scheduler, kwok-controller, Prometheus) 5 s after start",
         "versions": versions(bin_dir),
         "command": "python bench/cluster.py --runs " + str(args.runs),
         "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, "
-                   f"{round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB",
+        f"{round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB",
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")

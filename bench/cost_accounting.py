@@ -45,8 +45,8 @@ from statictrain import labels
 from statictrain.pricing import NodeFacts, parse_catalog, price_node, shipped_catalog_text
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.prom import HttpPrometheus, Series
 from statictrain_operator.cost.settings import CostSettings
+from statictrain_operator.prom import HttpPrometheus, Series
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.model import ReportWindow, build_report
 from statictrain_operator.report.text import to_json
@@ -172,6 +172,12 @@ class SyntheticApi:
 
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
         return None
+
+    def read_state(self) -> str | None:
+        return None  # a fresh start
+
+    def write_state(self, text: str) -> bool:
+        return True  # kept in memory by the Accountant
 
 
 def free_port() -> int:

@@ -58,13 +58,21 @@ def cold_builds() -> dict[str, Any]:
         total = time.monotonic() - t0
     finally:
         del os.environ["STATICTRAIN_BUILDAH_ROOT"]
-        subprocess.run(["buildah", "--root", str(store / "storage"), "--runroot", str(store / "run"),
-                        "rm", "--all"], capture_output=True, check=False)
+        subprocess.run(
+            ["buildah", "--root", str(store / "storage"), "--runroot", str(store / "run"), "rm", "--all"],
+            capture_output=True,
+            check=False,
+        )
         subprocess.run(["umount", "-R", str(store)], capture_output=True, check=False)
         shutil.rmtree(store, ignore_errors=True)
-    return {"image_build_cold_s": round(total, 1),
-            "image_build_cold_parts_s": {"base_debootstrap": round(base.seconds, 1), "sidecar": round(side.seconds, 1),
-                                         "trainer": round(trainer.seconds, 1)}}
+    return {
+        "image_build_cold_s": round(total, 1),
+        "image_build_cold_parts_s": {
+            "base_debootstrap": round(base.seconds, 1),
+            "sidecar": round(side.seconds, 1),
+            "trainer": round(trainer.seconds, 1),
+        },
+    }
 
 
 def warm_builds(base: str) -> dict[str, Any]:
@@ -74,8 +82,9 @@ def warm_builds(base: str) -> dict[str, Any]:
         for name in ("Dockerfile", ".dockerignore"):
             shutil.copy2(REPO_FILES / name, repo / name)
         for folder in ("core", "trainer", "sidecar"):
-            shutil.copytree(REPO_FILES / folder, repo / folder,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+            shutil.copytree(
+                REPO_FILES / folder, repo / folder, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
+            )
         stamp = f"\n# bench {time.time()}\n"
         for init in ("trainer/src/statictrain_trainer/__init__.py", "sidecar/src/statictrain_sidecar/__init__.py"):
             with (repo / init).open("a") as f:
@@ -84,20 +93,26 @@ def warm_builds(base: str) -> dict[str, Any]:
         side = images.build_target("sidecar", base, sys.stderr, repo)
         trainer = images.build_target("trainer", base, sys.stderr, repo)
         total = time.monotonic() - t0
-        store_s = store_update_seconds({"busybox": images.ensure_busybox().image, "trainer": trainer.image,
-                                        "sidecar": side.image})
+        store_s = store_update_seconds(
+            {"busybox": images.ensure_busybox().image, "trainer": trainer.image, "sidecar": side.image}
+        )
         for b in (side, trainer):
             subprocess.run(["buildah", *images._storage(), "rmi", b.image], capture_output=True, check=False)
-    return {"image_build_warm_s": round(total, 1),
-            "image_build_warm_parts_s": {"sidecar": round(side.seconds, 1), "trainer": round(trainer.seconds, 1)},
-            "image_store_update_s": round(store_s, 1)}
+    return {
+        "image_build_warm_s": round(total, 1),
+        "image_build_warm_parts_s": {"sidecar": round(side.seconds, 1), "trainer": round(trainer.seconds, 1)},
+        "image_store_update_s": round(store_s, 1),
+    }
 
 
 def store_update_seconds(built: dict[str, str]) -> float:
     """A new containerd image store for changed images, seeded (hard links) from the current one:
     what a source change costs once, before any cluster starts."""
-    current = realnode.image_store(images.store_key(images.node_images()), cache_root() / "containerd-images",
-                                   lambda ctr: [images.load(ctr, i) for i in images.node_images().values()])
+    current = realnode.image_store(
+        images.store_key(images.node_images()),
+        cache_root() / "containerd-images",
+        lambda ctr: [images.load(ctr, i) for i in images.node_images().values()],
+    )
     with tempfile.TemporaryDirectory(dir=cache_root()) as tmp:
         realnode._link_tree(current, Path(tmp, "current", "root"))
         t0 = time.monotonic()
@@ -121,11 +136,17 @@ def pod_phase(c: LocalCluster, ns: str, name: str) -> str:
 
 def pod_to_running(c: LocalCluster, ns: str, image: str, i: int) -> float:
     name = f"p{i}"
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
-           "spec": {"nodeName": c.state.real_node, "automountServiceAccountToken": False,
-                    "terminationGracePeriodSeconds": 1,
-                    "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never",
-                                    "command": ["sleep", "3600"]}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "nodeName": c.state.real_node,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{"name": "c", "image": image, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}],
+        },
+    }
     t0 = time.monotonic()
     c.kubectl("create", "-f", "-", input=yaml.safe_dump(pod))
     wait(lambda: pod_phase(c, ns, name) == "Running", 300)
@@ -137,26 +158,45 @@ def pod_to_running(c: LocalCluster, ns: str, image: str, i: int) -> float:
 def tiny_job_seconds(c: LocalCluster, ns: str, imgs: dict[str, str], runs: int) -> list[float]:
     c.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     c.kubectl("wait", "--for=condition=Established", "crd/statictrainingjobs.statictrain.io", "--timeout=60s")
-    env = {**c.env, "STATICTRAIN_OPERATOR_NAMESPACES": ns, "STATICTRAIN_OPERATOR_PARTS": "",
-           "STATICTRAIN_OPERATOR_SIDECAR_IMAGE": imgs["sidecar"], "STATICTRAIN_OPERATOR_IMAGE_PULL_POLICY": "Never",
-           "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps([REAL_NODE_TOLERATION]),
-           "STATICTRAIN_OPERATOR_SCHEDULER_NAME": "default-scheduler",
-           "STATICTRAIN_OPERATOR_NODE_SELECTOR": json.dumps({"kubernetes.io/hostname": c.state.real_node}),
-           "STATICTRAIN_OPERATOR_OWN_METRICS_PORT": "0", "STATICTRAIN_OPERATOR_REQUEUE_S": "0.5"}
+    env = {
+        **c.env,
+        "STATICTRAIN_OPERATOR_NAMESPACES": ns,
+        "STATICTRAIN_OPERATOR_PARTS": "",
+        "STATICTRAIN_OPERATOR_SIDECAR_IMAGE": imgs["sidecar"],
+        "STATICTRAIN_OPERATOR_IMAGE_PULL_POLICY": "Never",
+        "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps([REAL_NODE_TOLERATION]),
+        "STATICTRAIN_OPERATOR_SCHEDULER_NAME": "default-scheduler",
+        "STATICTRAIN_OPERATOR_NODE_SELECTOR": json.dumps({"kubernetes.io/hostname": c.state.real_node}),
+        "STATICTRAIN_OPERATOR_OWN_METRICS_PORT": "0",
+        "STATICTRAIN_OPERATOR_REQUEUE_S": "0.5",
+    }
     exe = Path(sys.executable).parent / "statictrain-operator"
     with (cache_root() / "bench-real-node-operator.log").open("wb") as log:
-        op = subprocess.Popen([str(exe), "--kubeconfig", str(c.kubeconfig), "--liveness", ""], env=env,
-                              stdout=log, stderr=subprocess.STDOUT)
+        op = subprocess.Popen(
+            [str(exe), "--kubeconfig", str(c.kubeconfig), "--liveness", ""],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     out = []
     try:
         for i in range(runs):
             name = f"tiny-{i}"
-            job = {"apiVersion": "statictrain.io/v1alpha1", "kind": "StaticTrainingJob",
-                   "metadata": {"name": name, "namespace": ns},
-                   "spec": {"image": imgs["trainer"], "entrypoint": "statictrain_trainer.examples.tiny:build",
-                            "replicas": 1, "resources": {"gpusPerReplica": 0, "cpu": "100m", "memory": "1Gi"},
-                            "compile": {"mode": "none"}, "precision": "fp32", "training": {"maxSteps": 60},
-                            "checkpoint": {"everySteps": 20}}}
+            job = {
+                "apiVersion": "statictrain.io/v1alpha1",
+                "kind": "StaticTrainingJob",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {
+                    "image": imgs["trainer"],
+                    "entrypoint": "statictrain_trainer.examples.tiny:build",
+                    "replicas": 1,
+                    "resources": {"gpusPerReplica": 0, "cpu": "100m", "memory": "1Gi"},
+                    "compile": {"mode": "none"},
+                    "precision": "fp32",
+                    "training": {"maxSteps": 60},
+                    "checkpoint": {"everySteps": 20},
+                },
+            }
             t0 = time.monotonic()
             c.kubectl("create", "-f", "-", input=yaml.safe_dump(job))
 
@@ -229,18 +269,25 @@ def main() -> None:
             f"plus the parts measured here: node binaries cold build {node_build['build_seconds']} s (kubelet, "
             f"CoreDNS, local-path-provisioner; on a Go build cache warmed by the control plane), cold image "
             f"builds {cold} s, and one update of the containerd image store that every cluster hard-links "
-            f"({result['image_store_update_s']} s); the real-node tests' own run time is not included")
-    result.update({
-        "node_binaries_cold_build_s": node_build["build_seconds"],
-        "versions": {"kubernetes (kubelet)": node_build["key"].split("_")[0].removeprefix("node-k8s-"),
-                     "node binaries key": node_build["key"],
-                     "containerd": first_line("containerd", "--version"), "runc": first_line("runc", "--version"),
-                     "buildah": first_line("buildah", "--version"), "images": built},
-        "command": "python bench/real_node.py " + " ".join(sys.argv[1:]),
-        "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, "
-                   f"{round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB",
-        "load_avg_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
-    })
+            f"({result['image_store_update_s']} s); the real-node tests' own run time is not included"
+        )
+    result.update(
+        {
+            "node_binaries_cold_build_s": node_build["build_seconds"],
+            "versions": {
+                "kubernetes (kubelet)": node_build["key"].split("_")[0].removeprefix("node-k8s-"),
+                "node binaries key": node_build["key"],
+                "containerd": first_line("containerd", "--version"),
+                "runc": first_line("runc", "--version"),
+                "buildah": first_line("buildah", "--version"),
+                "images": built,
+            },
+            "command": "python bench/real_node.py " + " ".join(sys.argv[1:]),
+            "machine": f"{platform.node()} {platform.machine()} {os.cpu_count()} cores, "
+            f"{round(os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30)} GiB",
+            "load_avg_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
+        }
+    )
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))

@@ -316,9 +316,7 @@ def main() -> int:
             "step_time": "trainer's own step_seconds (ends with loss.item()); median per configuration",
             "cpu": "sidecar user+system seconds from /proc/<pid>/stat over the phase, incl. its scrapes",
         },
-        "phases": [
-            {k: v for k, v in asdict(p).items() if k != "steps"} | {"steps": len(p.steps)} for p in phases
-        ],
+        "phases": [{k: v for k, v in asdict(p).items() if k != "steps"} | {"steps": len(p.steps)} for p in phases],
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "versions": versions(),
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "processor": platform.machine()},
@@ -330,12 +328,7 @@ def main() -> int:
     if args.scrape_out:
         args.scrape_out.write_text(text)
     print(
-        json.dumps(
-            {
-                k: result[k]
-                for k in ("step_ratio_1s", "step_ratio_100ms", "sidecar_cpu_pct", "scrape_ms", "gpu")
-            }
-        )
+        json.dumps({k: result[k] for k in ("step_ratio_1s", "step_ratio_100ms", "sidecar_cpu_pct", "scrape_ms", "gpu")})
     )
     return 0
 

@@ -7,8 +7,18 @@ Every figure comes from a fresh process running ``python -m statictrain_trainer.
   (model to device + cache lookup + first step) cold, then in a fresh process
   with the shared compile cache the cold run saved.
 - ddp: compiled, the same per-GPU batch on 1 GPU and on 2 GPUs (torchrun,
-  NCCL): scaling efficiency = tokens/s on 2 / (2 x tokens/s on 1).
+  NCCL), the 2-GPU run once per bucket size of --ddp-buckets (the fastest is
+  kept, bucket_tune.pick): scaling efficiency = tokens/s on 2 / (2 x tokens/s on 1).
 - autotune: the runtime's autotuner within a budget; its pick and what it measured.
+- parity: loss after --parity-steps steps on learnable token chains (examples/gpt2.py
+  build_chain) for bf16 eager (seeds 0 and 1: the noise) and each compile mode the tuner
+  may pick; with 2+ GPUs it runs on the last GPU while the autotune phase runs on GPU 0.
+
+Time to first step is the runtime's setup (from the Trainer's construction:
+model to device, optimizer, compile-cache load, torch.compile wrapper) plus
+step 1; ``*_from_process_start_s`` adds interpreter start, imports and the
+workload build (the parts are measured in the trial process; see
+``setup_breakdown``).
 
 Results merge into ``--out`` (so phases can run in separate calls) with the
 command, versions and machine. Only measured values are written.
@@ -27,13 +37,17 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
 from statictrain import envvars
-from statictrain_trainer.autotune import Autotuner, Candidate, subprocess_runner
+from statictrain_trainer import levers
+from statictrain_trainer.autotune import Autotuner, Candidate, FailureRecord, record_key, subprocess_runner
+from statictrain_trainer.bucket_tune import BucketOutcome, pick
+from statictrain_trainer.settings import TrainerSettings
 
 SAFE_NCCL = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -57,12 +71,12 @@ def base_env(args: argparse.Namespace, work: Path, name: str) -> dict[str, str]:
 
 
 def trial(
-    args: argparse.Namespace, env: dict[str, str], work: Path, name: str, nproc: int = 1
+    args: argparse.Namespace, env: dict[str, str], work: Path, name: str, *, nproc: int = 1, steps: int = 0
 ) -> dict[str, Any]:
     """Run one trial process (or torchrun group) and return its JSON result, with wall time."""
     result = work / f"{name}.json"
     module = ["-m", "statictrain_trainer.trial", "--result", str(result)]
-    module += ["--steps", str(args.steps), "--warmup", str(args.warmup)]
+    module += ["--steps", str(steps or args.steps), "--warmup", str(args.warmup)]
     if nproc == 1:
         cmd = [sys.executable, *module]
         env = {**env, envvars.WORLD_SIZE: "1", "RANK": "0", "LOCAL_RANK": "0"}
@@ -90,9 +104,20 @@ def trial(
 
 
 def slim(data: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in data.items() if k != "step_seconds"} | {
-        "step_seconds": [round(s, 5) for s in data["step_seconds"]]
+    return {k: v for k, v in data.items() if k not in ("step_seconds", "losses")} | {
+        "step_seconds": [round(s, 5) for s in data["step_seconds"]],
+        "losses": [round(x, 4) for x in data["losses"]],
     }
+
+
+def from_process_start(data: dict[str, Any]) -> float:
+    """Process start to the end of step 1: interpreter start and imports (read from /proc by the trial
+    when it can; else the process's wall time outside the trial's main, which also holds process exit),
+    the workload build, then the runtime's own time to first step."""
+    before_main = data.get("process_start_to_main_seconds")
+    if before_main is None or not math.isfinite(before_main):
+        before_main = data["process_wall_seconds"] - data["main_seconds"]
+    return float(before_main + data["workload_build_seconds"] + data["time_to_first_step_seconds"])
 
 
 def shared_cache(work: Path) -> Path:
@@ -133,26 +158,55 @@ def phase_single(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> N
     out["first_step_warm_s"] = warm["time_to_first_step_seconds"]
     out["warm_over_cold"] = warm["time_to_first_step_seconds"] / cold["time_to_first_step_seconds"]
     out["warm_cache_hit"] = warm["cache_hit"]
+    out["warm_cache_reason"] = warm["cache_reason"]
+    out["cold_cache_reason"] = cold["cache_reason"]
+    out["first_step_cold_from_process_start_s"] = from_process_start(cold)
+    out["first_step_warm_from_process_start_s"] = from_process_start(warm)
+    out["warm_over_cold_from_process_start"] = from_process_start(warm) / from_process_start(cold)
+    out["warm_start_breakdown_s"] = {
+        name: {
+            "process_start_to_main": r.get("process_start_to_main_seconds"),
+            "outside_main_incl_exit": r["process_wall_seconds"] - r["main_seconds"],
+            "workload_build": r["workload_build_seconds"],
+            **r["setup_breakdown"],
+            "first_step": r["first_step_seconds"],
+            "first_step_compile_seconds_dynamo": r["compile_seconds"],
+        }
+        for name, r in (("cold", cold), ("warm", warm))
+    }
     out["single_batch_per_gpu"] = args.batch
     out["runs_single"] = {"eager": slim(eager), "compiled_cold": slim(cold), "compiled_warm": slim(warm)}
 
 
 def phase_ddp(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
+    if torch.cuda.is_available() and torch.cuda.device_count() < 2:
+        out["ddp2_not_measured"] = f"only {torch.cuda.device_count()} GPU visible on this machine"
+        print("ddp: skipped,", out["ddp2_not_measured"], flush=True)
+        return
     env = {
         **base_env(args, work, "ddp"),
         envvars.COMPILE_MODE: "default",
         envvars.BATCH_SIZE: str(args.ddp_batch),
-        envvars.BUCKET_CAP_MB: str(args.bucket_cap_mb),
         envvars.COMPILE_CACHE_DIR: str(shared_cache(work)),
     }
     one = trial(args, env, work, "ddp_1gpu")
-    two = trial(args, env, work, "ddp_2gpu", nproc=2)
+    twos: dict[int, dict[str, Any]] = {}
+    for cap in args.ddp_buckets:
+        env2 = {**env, envvars.BUCKET_CAP_MB: str(cap)}
+        twos[cap] = trial(args, env2, work, f"ddp_2gpu_bucket{cap}", nproc=2)
+    outcomes = [BucketOutcome(cap, r["steady_step_seconds"]) for cap, r in twos.items()]
+    cap, reason = pick(outcomes, args.ddp_buckets[0])
+    two = twos[cap]
     out["ddp1_tok_s"] = one["tokens_per_s"]
     out["ddp2_tok_s"] = two["tokens_per_s"]
     out["ddp2_scaling_efficiency"] = two["tokens_per_s"] / (2 * one["tokens_per_s"])
+    out["ddp2_scaling_by_bucket"] = {c: r["tokens_per_s"] / (2 * one["tokens_per_s"]) for c, r in twos.items()}
     out["ddp_batch_per_gpu"] = args.ddp_batch
-    out["ddp_bucket_cap_mb"] = args.bucket_cap_mb
-    out["runs_ddp"] = {"one_gpu": slim(one), "two_gpu": slim(two)}
+    out["ddp_bucket_cap_mb"] = cap
+    out["ddp_bucket_reason"] = reason
+    out["ddp_settings"] = "gradient_as_bucket_view=True; static_graph off under torch.compile (DDPOptimizer)"
+    out.pop("ddp2_not_measured", None)
+    out["runs_ddp"] = {"one_gpu": slim(one), **{f"two_gpu_bucket{c}": slim(r) for c, r in twos.items()}}
 
 
 def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
@@ -165,6 +219,11 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
     runner = subprocess_runner(
         env, 0, time.perf_counter, steps=args.steps, warmup=args.warmup, log_dir=work / "autotune-logs"
     )
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    workload_name = args.entrypoint
+    support = levers.probe(device, hidden_and_head=True)
+    fp8_notes = levers.resolve(levers_settings(args), support)[1]
+    tag = torch.cuda.get_device_name(0).replace(" ", "_") if torch.cuda.is_available() else "cpu"
     tuner = Autotuner(
         Candidate("default", args.batch),
         max_batch=args.max_batch,
@@ -172,6 +231,8 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
         runner=runner,
         clock=time.perf_counter,
         gpu=torch.cuda.is_available(),
+        record=FailureRecord(work / "autotune-record", record_key(workload_name, torch.__version__, tag)),
+        fp8_available=not fp8_notes,
     )
     t0 = time.perf_counter()
     report = tuner.tune()
@@ -190,9 +251,74 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
     out["autotune_budget_s"] = budget
     out["autotune_seconds"] = spent
     out["autotune_outcomes"] = report.to_json()["outcomes"]
+    out["autotune_notes"] = list(report.notes) + fp8_notes
     if chosen is not None:
         out["autotuned_tok_s"] = chosen.tokens_per_s
         out["autotuned_mfu"] = chosen.mfu
+
+
+def levers_settings(args: argparse.Namespace) -> TrainerSettings:
+    """Settings with FP8 asked for, to learn whether this machine can run it (and why not)."""
+    return TrainerSettings(entrypoint=args.entrypoint, precision=args.precision, fp8=True)
+
+
+PARITY_MODES: tuple[tuple[str, dict[str, str]], ...] = (
+    ("default", {envvars.COMPILE_MODE: "default"}),
+    ("reduce-overhead", {envvars.COMPILE_MODE: "reduce-overhead"}),
+)
+
+
+def parity_verdict(eager: dict[str, float], options: dict[str, float]) -> dict[str, Any]:
+    """Each option's final loss against the band the bf16 eager runs span (pure).
+
+    The eager runs differ in seed (initialisation) and include a repeat of seed 0 (run-to-run
+    nondeterminism of the kernels); an option computes the same function when its final loss
+    falls inside [min, max] of theirs.
+    """
+    low, high = min(eager.values()), max(eager.values())
+    mean = sum(eager.values()) / len(eager)
+    return {
+        "eager_final_losses": eager,
+        "eager_band": [low, high],
+        "eager_mean": mean,
+        "options_final_loss": options,
+        "options_minus_eager_mean": {n: v - mean for n, v in options.items()},
+        "within_eager_band": {n: low <= v <= high for n, v in options.items()},
+    }
+
+
+def phase_parity(args: argparse.Namespace, work: Path, out: dict[str, Any], gpu: int | None = None) -> None:
+    """Final loss of each compile mode the tuner may pick against the band of bf16 eager runs."""
+    entry = args.parity_entrypoint or args.entrypoint.rsplit(":", 1)[0] + ":build_chain"
+    eager_runs = [(f"eager_seed{i}", {envvars.COMPILE_MODE: "none", envvars.SEED: str(i)})
+                  for i in range(args.parity_eager_seeds)]  # fmt: skip
+    eager_runs.append(("eager_seed0_again", {envvars.COMPILE_MODE: "none", envvars.SEED: "0"}))
+    runs: dict[str, dict[str, Any]] = {}
+    for name, over in (*eager_runs, *PARITY_MODES):
+        env = {
+            **base_env(args, work, f"parity-{name}"),
+            envvars.ENTRYPOINT: entry,
+            envvars.BATCH_SIZE: str(args.parity_batch),
+            **over,
+        }
+        if gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+        runs[name] = trial(args, env, work, f"parity_{name}", steps=args.parity_steps)
+    tail: int = min(50, int(args.parity_steps))
+
+    def final(r: dict[str, Any]) -> float:
+        return float(sum(r["losses"][-tail:])) / tail
+
+    eager = {n: final(runs[n]) for n, _ in eager_runs}
+    options = {n: final(runs[n]) for n, _ in PARITY_MODES}
+    out["parity"] = {
+        "workload": entry,
+        "steps": args.parity_steps,
+        "batch": args.parity_batch,
+        "loss_first": runs["eager_seed0"]["losses"][0],
+        "final_loss_mean_of_last_steps": tail,
+        **parity_verdict(eager, options),
+    }
 
 
 def machine() -> dict[str, Any]:
@@ -218,15 +344,13 @@ def machine() -> dict[str, Any]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--phase", nargs="+", choices=["single", "ddp", "autotune"], required=True)
+    p.add_argument("--phase", nargs="+", choices=["single", "ddp", "autotune", "parity"], required=True)
     p.add_argument("--out", type=Path, required=True, help="JSON to merge results into")
     p.add_argument("--entrypoint", default="statictrain_trainer.examples.gpt2:build")
     p.add_argument("--precision", default="bf16")
-    p.add_argument(
-        "--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start"
-    )
+    p.add_argument("--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start")
     p.add_argument("--ddp-batch", type=int, default=32)
-    p.add_argument("--bucket-cap-mb", type=int, default=25)
+    p.add_argument("--ddp-buckets", type=int, nargs="+", default=[25, 100], help="bucket sizes (MB) to measure")
     p.add_argument("--max-batch", type=int, default=128)
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--warmup", type=int, default=8)
@@ -234,16 +358,44 @@ def main() -> int:
     p.add_argument("--deadline-s", type=float, default=0.0, help="shrink the tuner's budget to end by then")
     p.add_argument("--peak-tflops", type=float, default=0.0, help="override (CPU dry runs)")
     p.add_argument("--master-port", type=int, default=29517)
+    p.add_argument("--parity-steps", type=int, default=200)
+    p.add_argument("--parity-batch", type=int, default=8)
+    p.add_argument("--parity-eager-seeds", type=int, default=3, help="bf16 eager runs (seeds 0..N-1) for the band")
+    p.add_argument("--parity-entrypoint", default="", help="default: the entrypoint's module, function build_chain")
     p.add_argument("--workdir", type=Path, default=None, help="keep trial logs here (default: a temp dir)")
     args = p.parse_args()
     args.started = time.perf_counter()
     out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
     work = args.workdir or Path(tempfile.mkdtemp(prefix="trainer-bench-"))
     work.mkdir(parents=True, exist_ok=True)
-    phases = {"single": phase_single, "ddp": phase_ddp, "autotune": phase_autotune}
-    for name in args.phase:
+    phases = {"single": phase_single, "ddp": phase_ddp, "autotune": phase_autotune, "parity": phase_parity}
+    order = list(args.phase)
+    beside: threading.Thread | None = None
+    beside_out: dict[str, Any] = {}
+    if "parity" in order and "autotune" in order and torch.cuda.device_count() >= 2:
+        # Parity on the last GPU while the tuner works on GPU 0 (its trials' compile times are
+        # then not cold-machine figures; the tuner compares them with each other only).
+        order.remove("parity")
+
+        def parity_beside() -> None:
+            try:
+                phase_parity(args, work, beside_out, gpu=torch.cuda.device_count() - 1)
+            except BaseException as e:  # a failed trial raises SystemExit; keep the rest
+                beside_out["parity_error"] = f"{type(e).__name__}: {e}"
+
+        beside = threading.Thread(target=parity_beside, name="parity", daemon=True)
+    for name in order:
         t0 = time.perf_counter()
+        if name == "autotune" and beside is not None:
+            beside.start()
         phases[name](args, work, out)
+        if name == "autotune" and beside is not None:
+            left = args.deadline_s - (time.perf_counter() - args.started) if args.deadline_s else None
+            beside.join(None if left is None else max(1.0, left))
+            if beside.is_alive():
+                beside_out["parity_error"] = "not finished before the --deadline-s"
+            out.update(beside_out)
+            out.setdefault("commands", {})["parity"] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
         print(f"phase {name}: {time.perf_counter() - t0:.0f} s", flush=True)
         commands = out.setdefault("commands", {})
         commands[name] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
@@ -260,11 +412,9 @@ def main() -> int:
     summary = {k: out.get(k) for k in (
         "eager_tok_s", "compiled_tok_s", "compiled_over_eager", "autotuned_tok_s", "autotuned_mfu",
         "autotuned_choice", "first_step_cold_s", "first_step_warm_s", "warm_over_cold",
-        "ddp2_scaling_efficiency", "torch", "gpu",
+        "ddp2_scaling_efficiency", "ddp_bucket_cap_mb", "parity", "torch", "gpu",
     )}  # fmt: skip
-    print(
-        json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v)
-    )
+    print(json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))
     return 0
 
 

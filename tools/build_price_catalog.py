@@ -29,8 +29,22 @@ DEFAULT_OUT = ROOT / "core" / "src" / "statictrain" / "data" / "prices.csv"
 COLUMNS = [
     "cloud", "instance_type", "region", "gpu_model", "gpu_count",
     "on_demand_usd_per_hour", "spot_usd_per_hour",
-    "on_demand_gpu_usd_per_hour", "spot_gpu_usd_per_hour", "flagged", "source",
+    "on_demand_gpu_usd_per_hour", "spot_gpu_usd_per_hour", "flagged", "as_of", "source",
 ]
+# When each source snapshot's prices were current, judged from its content (../shared/data/prices/README.md,
+# "Sources"): the snapshots carry no date of their own. A row whose source is not listed fails the build.
+AS_OF = {
+    "catalogs/v7/aws/vms.csv@001367d2": "2025-H1",
+    "catalogs/v7/gcp/vms.csv@017e2502": "2025",
+    "catalogs/v6/azure/vms.csv@098741e7": "2024 or earlier",
+}
+
+
+def as_of(source: str) -> str:
+    found = [when for snapshot, when in AS_OF.items() if snapshot in source]
+    if len(found) != 1:
+        raise SystemExit(f"source {source[:80]!r} names no known snapshot; add it to AS_OF in {__file__}")
+    return found[0]
 
 
 def per_gpu(price: str, count: int) -> str:
@@ -68,6 +82,7 @@ def build(src_csv: Path) -> str:
             "on_demand_gpu_usd_per_hour": per_gpu(row["on_demand_usd_per_hour"], count),
             "spot_gpu_usd_per_hour": per_gpu(row["spot_usd_per_hour"], count),
             "flagged": "1" if "FLAG:" in source else "0",
+            "as_of": as_of(source),
             "source": f"{source}; input sha256 {hashlib.sha256(raw).hexdigest()[:12]}",
         })
     return out.getvalue()

@@ -61,7 +61,6 @@ CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
 FINISHED_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 MAX_ANOMALIES: Final = 20
 """status.anomalies keeps at most this many entries (the CRD's maxItems)."""
-MAX_NAME_LENGTH: Final = 40
 
 # Pod annotations the operator writes for the scheduler extender (defined in labels.py).
 GPU_MODELS_ANNOTATION: Final = labels.GPU_MODELS
@@ -216,6 +215,14 @@ class Cost(TypedDict, total=False):
     """Tokens (or samples) trained so far, an integer string."""
     steps: str
     """Optimizer steps so far, an integer string."""
+    gpuUSD: Money
+    cpuUSD: Money
+    memoryUSD: Money
+    stepsExecuted: str
+    lostSteps: str
+    steadyUSD: Money
+    steadySteps: str
+    stepMark: str
     updated: Timestamp
 
 

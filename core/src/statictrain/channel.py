@@ -6,6 +6,11 @@ newer trainer may add fields without breaking an older sidecar. A record whose
 ``v`` is a higher major version than SCHEMA_VERSION, or that does not parse,
 is counted as malformed and skipped, never fatal.
 
+Each trainer process on a GPU writes ``<STATS_DIR>/gpus/<local rank>.json``
+holding ``{"v": 1, "uuid": "GPU-…", "local_rank": N}``: the GPUs of this pod.
+The sidecar requests no GPU of its own, so on a node where NVML shows it every
+GPU (or none) it reports exactly these.
+
 Requests flow the other way through ``<STATS_DIR>/requests/``: the sidecar (or
 a user with kubectl exec/cp) drops a ``profile-<id>.json`` file holding
 ``{"v": 1, "steps": N}``; the trainer picks it up, captures N steps with
@@ -23,6 +28,11 @@ SCHEMA_VERSION = 1
 STEPS_FILE = "steps.jsonl"
 REQUESTS_DIR = "requests"
 PROFILES_DIR = "profiles"
+GPUS_DIR = "gpus"
+CACHE_STATUSES = ("hit", "miss_empty", "miss_other_environment", "load_failed", "no_artifacts", "off")
+"""Values of StepRecord.cache_status (a sidecar labels any other value ``other``)."""
+MAX_STR_CHARS = 64
+"""Longest text field value accepted in a record."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,9 @@ class StepRecord:
     """Seconds spent compiling so far in this process (first step(s) mostly)."""
     cache_hit: bool = False
     """Whether the compile cache was found and loaded at start."""
+    cache_status: str = ""
+    """Why: hit, miss_empty, miss_other_environment, load_failed, no_artifacts, off (no cache
+    directory or eager); empty from older trainers."""
     graph_breaks: int = 0
     recompiles: int = 0
     mfu: float = math.nan
@@ -55,9 +68,10 @@ class StepRecord:
     time: float = 0.0
     """Unix time at the end of the step."""
     rank_seconds: tuple[float, ...] = ()
-    """Each rank's local seconds of this step, indexed by rank: from the step's start to the end of
-    its last forward, before any gradient synchronization (so a slow rank stands out; waiting for
-    it does not count). Empty when the trainer does not report it."""
+    """Each rank's local seconds of the latest step already read back when this one was launched
+    (with one step in flight, two steps earlier in steady state; NaN before any), indexed by rank:
+    from the step's start to the end of its last forward, before any gradient synchronization (so
+    a slow rank stands out; waiting for it does not count). Empty when the trainer does not report it."""
     v: int = SCHEMA_VERSION
 
 
@@ -81,10 +95,10 @@ def encode(record: StepRecord) -> str:
     return json.dumps(data, separators=(",", ":")) + "\n"
 
 
-def decode(line: str) -> StepRecord:
-    """Parse one line; raise MalformedRecord with the reason on any problem."""
+def _object(text: str) -> dict[str, Any]:
+    """A JSON object of a schema version this code reads; MalformedRecord with the reason otherwise."""
     try:
-        raw: Any = json.loads(line)
+        raw: Any = json.loads(text)
     except ValueError as e:
         raise MalformedRecord(f"not JSON: {e}") from None
     if not isinstance(raw, dict):
@@ -92,6 +106,12 @@ def decode(line: str) -> StepRecord:
     version = raw.get("v", SCHEMA_VERSION)
     if not isinstance(version, int) or version < 1 or version > SCHEMA_VERSION:
         raise MalformedRecord(f"unsupported schema version {version!r}")
+    return raw
+
+
+def decode(line: str) -> StepRecord:
+    """Parse one line; raise MalformedRecord with the reason on any problem."""
+    raw = _object(line)
     kwargs: dict[str, Any] = {}
     for name, f in _FIELDS.items():
         if name not in raw:
@@ -115,6 +135,10 @@ def decode(line: str) -> StepRecord:
                 if not isinstance(value, list) or any(isinstance(x, bool) for x in value):
                     raise TypeError
                 kwargs[name] = tuple(math.nan if x is None else float(x) for x in value)
+            elif typ == "str":
+                if not isinstance(value, str) or len(value) > MAX_STR_CHARS:
+                    raise TypeError
+                kwargs[name] = value
         except (TypeError, ValueError):
             raise MalformedRecord(f"field {name!r} has a bad value {value!r}") from None
     for required in ("step", "step_seconds"):
@@ -123,3 +147,17 @@ def decode(line: str) -> StepRecord:
     if kwargs["step"] < 0 or not kwargs["step_seconds"] >= 0:
         raise MalformedRecord("step and step_seconds must be >= 0")
     return StepRecord(**kwargs)
+
+
+def encode_gpu(uuid: str, local_rank: int) -> str:
+    """The content of ``gpus/<local_rank>.json`` for a trainer process on GPU ``uuid``."""
+    return json.dumps({"v": SCHEMA_VERSION, "uuid": uuid, "local_rank": local_rank}) + "\n"
+
+
+def decode_gpu(text: str) -> str:
+    """The GPU UUID of one ``gpus/*.json`` file; MalformedRecord with the reason otherwise."""
+    raw = _object(text)
+    uuid = raw.get("uuid")
+    if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")):
+        raise MalformedRecord(f"uuid must be an NVML UUID (GPU-… or MIG-…), got {uuid!r}")
+    return uuid

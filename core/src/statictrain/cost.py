@@ -1,57 +1,68 @@
-"""The cost model: allocated GPU-seconds x per-GPU price, split into useful work,
-idle, compile and lost work, with node cost = job cost + idle cost.
+"""The cost model: whole pods priced per resource, jobs counted from raw samples, idle from capacity.
 
-Vocabulary follows OpenCost where it fits:
+Vocabulary follows OpenCost:
 
-* a pod's allocated GPUs are ``max(requested, seen in use)``;
-* a pod's runtime is the part of ``[started, finished)`` inside the half-open
-  window ``[start, end)`` and inside its node's presence;
+* a node's price is split into a price per GPU, per CPU core and per GiB of
+  memory (:func:`split_node_price`: in proportion to capacity x per-unit weights,
+  by default OpenCost's default rates), so the parts add up to the node price;
+* a pod's allocation of each resource is ``max(request, usage)``; its cost is
+  allocation x the node's price of that resource x its runtime, where the
+  runtime is the part of ``[started, finished)`` inside the half-open window
+  ``[start, end)`` and inside its node's presence;
 * cost is keyed by pod UID, so a pod recreated with the same name is a new pod;
-* a node's cost is its hourly price x its seconds in the window; its idle cost
-  is what no pod was allocated: ``node = sum(pods on it) + idle`` exactly, in
-  Decimal arithmetic.
+* a node's idle cost is, per resource, ``(capacity x node seconds - allocated
+  resource-seconds) x price``, computed from capacity, not as a remainder;
+  :func:`statictrain.invariants.check` then tests that jobs + idle = node cost.
 
-Inside a job's cost, ``idle_usd`` is the share of its allocated GPU time whose
-sampled utilization was below a threshold, ``compile_usd`` the GPU time spent
-compiling, ``lost_usd`` the cost of steps computed again after a restart
-(the step gauge went backwards). Parts of a pod's runtime with no utilization
-samples are counted as gaps (flagged), not as idle.
+Counters come from raw samples (:mod:`statictrain.counters`), so windows tile
+time exactly. Per job: tokens are summed over its pods (every rank counts its
+own tokens); executed steps are the mean over ranks of each rank's executed
+steps; progress is the change of the job's step between the window's ends;
+lost steps = executed - progress, priced by :func:`fold_job` at the job's cost
+per step measured in steady windows before. Compile time is priced at the pod's
+full rate, whatever window it is reported in. Inside a job's cost, ``idle_usd``
+is the share of its GPU cost whose sampled utilization was below a threshold;
+time with no utilization samples counts as a gap (flagged), not as idle.
 
 All functions are pure; times are Unix seconds (float), money is Decimal.
 """
 
 from __future__ import annotations
 
-import itertools
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import NamedTuple
 
+from statictrain.counters import Counter, Increase, Sample, held_mean, held_seconds, increase, latest_value
 from statictrain.money import ZERO, to_decimal
 
 __all__ = [
+    "DEFAULT_WEIGHTS",
+    "RESOURCES",
     "Allocation",
-    "CounterDelta",
     "JobCost",
     "JobKey",
+    "JobTotals",
     "NodeCost",
     "NodeInfo",
     "PodCost",
     "PodInfo",
     "PodUsage",
+    "ResourcePrices",
     "Sample",
     "Window",
     "allocate",
-    "counter_increase",
-    "global_tokens",
+    "fold_job",
     "overlap_seconds",
-    "step_regressions",
+    "split_node_price",
 ]
 
 HOUR = Decimal(3600)
+GIB = 1024**3
 QUANTUM = Decimal("1e-12")
-"""Internal money precision: sums of values on this grid are exact, so node = jobs + idle holds exactly."""
+"""Internal money precision."""
+RESOURCES = ("gpu", "cpu", "memory")
 
 
 @dataclass(frozen=True)
@@ -82,62 +93,37 @@ def overlap_seconds(window: Window, begin: float | None, finish: float | None) -
     return max(0.0, hi - lo)
 
 
-class Sample(NamedTuple):
-    """One sample of a series: Unix time and value (a tuple: cheap to build by the hundred thousand)."""
-
-    t: float
-    v: float
-
-
 @dataclass(frozen=True)
-class CounterDelta:
-    value: float
-    """Increase over the samples, counting a drop as a counter reset (never negative)."""
-    resets: int
-    gaps: int
-    """Intervals between consecutive samples longer than max_gap."""
+class ResourcePrices:
+    """USD per hour of one GPU, one CPU core and one GiB of memory."""
+
+    gpu: Decimal
+    cpu: Decimal
+    memory: Decimal
+
+    def of(self, resource: str) -> Decimal:
+        return {"gpu": self.gpu, "cpu": self.cpu, "memory": self.memory}[resource]
 
 
-def counter_increase(
-    samples: Sequence[Sample], *, baseline: Sample | None = None, max_gap: float = float("inf")
-) -> CounterDelta:
-    """Increase of a counter: sum of rises; after a drop (reset) the new value counts from 0.
+DEFAULT_WEIGHTS = ResourcePrices(gpu=Decimal("0.95"), cpu=Decimal("0.031611"), memory=Decimal("0.004237"))
+"""OpenCost's default per-unit hourly rates (GPU, vCPU, GiB RAM), used as the ratio that splits a node price."""
 
-    ``baseline`` is the last sample before the window, if any, so that the rise
-    between it and the first sample in the window is counted.
+
+def split_node_price(
+    hourly: Decimal, *, gpus: int, cpu: float, memory_gib: float, weights: ResourcePrices = DEFAULT_WEIGHTS
+) -> ResourcePrices:
+    """Per-resource prices whose capacity-weighted sum is exactly the node price.
+
+    Each resource gets ``weight x factor`` with ``factor = hourly / sum(capacity x weight)``,
+    the way OpenCost divides a node price it knows only as a whole. A node that
+    reports no capacity at all puts the whole price on one GPU.
     """
-    pts = sorted(samples, key=lambda s: s.t)
-    if baseline is not None:
-        pts = [baseline, *pts]
-    total = 0.0
-    resets = gaps = 0
-    for prev, cur in itertools.pairwise(pts):
-        if cur.t - prev.t > max_gap:
-            gaps += 1
-        if cur.v >= prev.v:
-            total += cur.v - prev.v
-        else:
-            resets += 1
-            total += max(cur.v, 0.0)
-    return CounterDelta(total, resets, gaps)
-
-
-def step_regressions(samples: Sequence[Sample], *, baseline: float | None = None) -> tuple[int, int]:
-    """(steps lost to restarts, steps advanced) from a step gauge.
-
-    A drop from a to b means the steps b..a are computed again: a - b lost.
-    """
-    lost = advanced = 0
-    prev = baseline
-    for s in sorted(samples, key=lambda s: s.t):
-        v = int(s.v)
-        if prev is not None:
-            if v < prev:
-                lost += int(prev) - v
-            else:
-                advanced += v - int(prev)
-        prev = v
-    return lost, advanced
+    caps = {"gpu": Decimal(max(gpus, 0)), "cpu": to_decimal(max(cpu, 0.0)), "memory": to_decimal(max(memory_gib, 0.0))}
+    total = sum((caps[r] * weights.of(r) for r in RESOURCES), ZERO)
+    if total <= 0:
+        return ResourcePrices(gpu=hourly, cpu=ZERO, memory=ZERO)
+    f = hourly / total
+    return ResourcePrices(gpu=weights.gpu * f, cpu=weights.cpu * f, memory=weights.memory * f)
 
 
 @dataclass(frozen=True)
@@ -145,14 +131,24 @@ class NodeInfo:
     name: str
     hourly_usd: Decimal
     gpus: int
+    cpu: float = 0.0
+    """Allocatable CPU cores."""
+    memory_gib: float = 0.0
+    """Allocatable memory, GiB."""
     present_from: float | None = None
     """Node creation time; None means present before the window."""
     present_to: float | None = None
     """Node deletion time; None means still present."""
+    weights: ResourcePrices = DEFAULT_WEIGHTS
 
     @property
-    def gpu_hourly_usd(self) -> Decimal:
-        return self.hourly_usd / max(self.gpus, 1)
+    def prices(self) -> ResourcePrices:
+        return split_node_price(
+            self.hourly_usd, gpus=self.gpus, cpu=self.cpu, memory_gib=self.memory_gib, weights=self.weights
+        )
+
+    def capacity(self, resource: str) -> float:
+        return {"gpu": float(self.gpus), "cpu": self.cpu, "memory": self.memory_gib}[resource]
 
 
 @dataclass(frozen=True)
@@ -167,21 +163,34 @@ class PodInfo:
     finished: float | None = None
     commit: str = ""
     team: str = ""
+    cpu_requested: float = 0.0
+    """CPU cores requested (sum over containers)."""
+    memory_requested_gib: float = 0.0
+    rank: int = 0
+    """Node rank of the worker (its completion index)."""
 
 
 @dataclass(frozen=True)
 class PodUsage:
-    """What Prometheus saw of one pod UID inside (and just before) the window."""
+    """What Prometheus holds of one pod UID for one window (raw samples, see statictrain.counters)."""
 
-    gpus_seen: int = 0
     utilization: Mapping[str, Sequence[Sample]] = field(default_factory=dict)
-    """Per GPU of the pod (uuid or index): utilization ratio samples (0..1)."""
-    compile_seconds: Sequence[Sample] = ()
-    compile_baseline: Sample | None = None
-    tokens: Sequence[Sample] = ()
-    tokens_baseline: Sample | None = None
-    steps: Sequence[Sample] = ()
-    """The trainer's global step gauge."""
+    """Per GPU of the pod (uuid or index): utilization ratio samples, in time order, from before the window."""
+    tokens: Sequence[Counter] = ()
+    """One counter per series of the pod (a sidecar restarted elsewhere starts a new series)."""
+    steps: Sequence[Counter] = ()
+    """Steps this pod's trainers executed (the sidecar's steps counter), one per series."""
+    compile_seconds: Sequence[Counter] = ()
+    step: Sequence[Sample] = ()
+    """The job's global step as this pod reports it, in time order (from before the window)."""
+    cpu_seconds: Sequence[Counter] = ()
+    """CPU seconds used, one counter per container of the pod (cAdvisor)."""
+    memory_bytes: Sequence[Sequence[Sample]] = ()
+    """Working-set bytes, one series per container, in time order (from before the window)."""
+
+    @property
+    def gpus_seen(self) -> int:
+        return len(self.utilization)
 
 
 JobKey = tuple[str, str]
@@ -192,30 +201,55 @@ JobKey = tuple[str, str]
 class PodCost:
     pod: PodInfo
     gpus: int
+    cpu: float
+    memory_gib: float
     runtime_seconds: float
     gpu_seconds: Decimal
-    usd: Decimal
+    gpu_usd: Decimal
+    cpu_usd: Decimal
+    memory_usd: Decimal
     idle_usd: Decimal
     compile_usd: Decimal
     gap_seconds: float
     tokens: float
     flags: tuple[str, ...] = ()
 
+    @property
+    def usd(self) -> Decimal:
+        return self.gpu_usd + self.cpu_usd + self.memory_usd
+
 
 @dataclass
 class JobCost:
+    """One job's cost in one window (or, summed, over several)."""
+
     namespace: str
     job: str
     commit: str = ""
     team: str = ""
     usd: Decimal = ZERO
+    gpu_usd: Decimal = ZERO
+    cpu_usd: Decimal = ZERO
+    memory_usd: Decimal = ZERO
     gpu_seconds: Decimal = ZERO
     idle_usd: Decimal = ZERO
     compile_usd: Decimal = ZERO
     lost_usd: Decimal = ZERO
+    """Set by :func:`fold_job` (it needs the job's history)."""
     tokens: float = 0.0
-    steps: int = 0
-    lost_steps: int = 0
+    steps: float = 0.0
+    """Progress: the job's step at the window's end minus at its start."""
+    executed_steps: float = 0.0
+    """Steps executed (mean over ranks), recomputed ones included."""
+    lost_steps: float = 0.0
+    """Set by :func:`fold_job`."""
+    step_mark: float | None = None
+    """The job's step at the window's end (None: unknown)."""
+    steady: bool = False
+    """Every pod ran the whole window and its step counter rose at every sample (no stall, restart, compile
+    or loss): the window measures the job's cost per step."""
+    steady_usd: Decimal = ZERO
+    """In a steady window: the job's cost over the time its step counters' samples span (rate x span)."""
     pods: set[str] = field(default_factory=set)
     flags: set[str] = field(default_factory=set)
 
@@ -225,8 +259,17 @@ class NodeCost:
     name: str
     usd: Decimal
     allocated_usd: Decimal
+    """Cost of the pods on the node (their allocations at the node's prices)."""
     idle_usd: Decimal
-    overallocated: bool
+    """Per resource: (capacity x node seconds - allocated resource-seconds) x price, at least 0."""
+    idle_by_resource: Mapping[str, Decimal]
+    peak_allocation: Mapping[str, float]
+    """Most of each resource allocated at any instant of the window."""
+    capacity: Mapping[str, float]
+
+    @property
+    def overallocated(self) -> tuple[str, ...]:
+        return tuple(r for r in RESOURCES if self.peak_allocation[r] > self.capacity[r] + 1e-9)
 
 
 @dataclass(frozen=True)
@@ -236,7 +279,7 @@ class Allocation:
     jobs: Mapping[JobKey, JobCost]
     nodes: tuple[NodeCost, ...]
     unpriced_pods: tuple[str, ...]
-    """UIDs of pods whose node is unknown (no price): not in any total."""
+    """``namespace/name`` of running pods whose node has no price: in no total, flagged by name."""
 
     @property
     def node_usd(self) -> Decimal:
@@ -251,47 +294,6 @@ class Allocation:
         return sum((j.usd for j in self.jobs.values()), ZERO)
 
 
-def global_tokens(runs: Iterable[tuple[float, float, float]]) -> float:
-    """A job's tokens from its pods' (start, end, tokens) in the window.
-
-    Every worker reports the job's global token count (summed over all ranks),
-    so pods running at the same time report the same tokens: take the largest
-    of each group of overlapping pods, and add up groups that follow each other
-    (a restarted worker).
-    """
-    total = 0.0
-    group_end = float("-inf")
-    group_max = 0.0
-    for lo, hi, tokens in sorted(runs):
-        if lo < group_end:
-            group_max = max(group_max, tokens)
-            group_end = max(group_end, hi)
-        else:
-            total += group_max
-            group_max, group_end = tokens, hi
-    return total + group_max
-
-
-def _idle_and_gaps(
-    util: Sequence[Sample], lo: float, hi: float, threshold: float, max_gap: float
-) -> tuple[float, float]:
-    """(idle seconds, uncovered seconds) of [lo, hi) from utilization samples.
-
-    Each sample stands for the time until the next one, at most max_gap.
-    """
-    pts = sorted((s for s in util if lo - max_gap < s.t < hi), key=lambda s: s.t)
-    idle = covered = 0.0
-    for i, s in enumerate(pts):
-        nxt = pts[i + 1].t if i + 1 < len(pts) else hi
-        a, b = max(lo, s.t), min(hi, nxt, s.t + max_gap)
-        if b <= a:
-            continue
-        covered += b - a
-        if s.v < threshold:
-            idle += b - a
-    return idle, max(0.0, (hi - lo) - covered)
-
-
 def _gpu_idle_and_gaps(
     per_gpu: Mapping[str, Sequence[Sample]], gpus: int, *, lo: float, hi: float, threshold: float, max_gap: float
 ) -> tuple[float, float]:
@@ -304,11 +306,68 @@ def _gpu_idle_and_gaps(
         return 0.0, 0.0
     idle = gap = 0.0
     for samples in per_gpu.values():
-        i, g = _idle_and_gaps(samples, lo, hi, threshold, max_gap)
-        idle += i
-        gap += g
+        covered, low = held_seconds(samples, lo, hi, max_gap=max_gap, below=threshold)
+        idle += low
+        gap += (hi - lo) - covered
     gap += max(gpus - len(per_gpu), 0) * (hi - lo)
     return idle / gpus, gap / gpus
+
+
+def _peak(intervals: Iterable[tuple[float, float, float]]) -> float:
+    """Largest sum of amounts of overlapping half-open intervals (lo, hi, amount)."""
+    events = sorted((t, d) for lo, hi, a in intervals if hi > lo for t, d in ((lo, a), (hi, -a)))
+    peak = cur = 0.0
+    i = 0
+    while i < len(events):
+        t = events[i][0]
+        while i < len(events) and events[i][0] == t:
+            cur += events[i][1]
+            i += 1
+        peak = max(peak, cur)
+    return peak
+
+
+@dataclass
+class _JobSteps:
+    executed_by_rank: dict[int, float] = field(default_factory=lambda: defaultdict(float))
+    step_series: dict[int, list[Sequence[Sample]]] = field(default_factory=lambda: defaultdict(list))
+    full_window: bool = True
+    restarted: bool = False
+    compiled: bool = False
+    stepping: bool = True
+    steady_usd: Decimal = ZERO
+
+
+def _job_step(by_rank: Mapping[int, Sequence[Sequence[Sample]]], before: float) -> float | None:
+    """The job's step just before ``before``: per rank its latest sample (over the rank's pods), then the
+    mean over the ranks that have one, the same definition as the executed steps (mean over ranks)."""
+    latest = [v for series in by_rank.values() if (v := latest_value(series, before)) is not None]
+    return sum(latest) / len(latest) if latest else None
+
+
+def _stepping_span(counters: Sequence[Counter]) -> float | None:
+    """Seconds from the sample before the window to the window's last sample when the (single) step counter
+    rose at every sample in between; None otherwise (a stall, a stop, a restart, no sample before)."""
+    if len(counters) != 1:
+        return None
+    c = counters[0]
+    if c.prev is None or c.prev_t is None or not c.samples:
+        return None
+    prev = c.prev
+    for s in c.samples:
+        if s.v <= prev:
+            return None
+        prev = s.v
+    return c.samples[-1].t - c.prev_t
+
+
+def _sum_increase(counters: Sequence[Counter]) -> Increase:
+    parts = [increase(c) for c in counters]
+    return Increase(sum(p.value for p in parts), sum(p.resets for p in parts))
+
+
+def _usd(seconds: float, amount: float, price: Decimal) -> Decimal:
+    return (to_decimal(seconds) * to_decimal(amount) * price / HOUR).quantize(QUANTUM)
 
 
 def allocate(
@@ -319,23 +378,27 @@ def allocate(
     *,
     idle_threshold: float = 0.05,
     max_gap: float = 60.0,
-    step_baselines: Mapping[JobKey, float] | None = None,
-    job_steps: Mapping[JobKey, Sequence[Sample]] | None = None,
+    step_marks: Mapping[JobKey, float] | None = None,
 ) -> Allocation:
     """Cost every pod, job and node for ``window``.
 
-    ``job_steps`` are per-job step gauge samples (max over the job's pods per
-    scrape), used for steps and lost work; ``step_baselines`` the last step
-    known before the window.
+    ``step_marks`` holds each job's step at the window's start (the previous
+    window's ``step_mark``); a job without one starts from its latest step sample
+    before the window, else 0.
     """
     usage = usage or {}
     node_map = {n.name: n for n in nodes}
     pod_costs: list[PodCost] = []
     unpriced: list[str] = []
     jobs: dict[JobKey, JobCost] = {}
-    allocated: dict[str, Decimal] = {name: ZERO for name in node_map}
+    job_steps: dict[JobKey, _JobSteps] = {}
+    ranks_of: dict[JobKey, dict[int, list[Sequence[Sample]]]] = defaultdict(lambda: defaultdict(list))
+    alloc_seconds: dict[str, dict[str, float]] = {n: dict.fromkeys(RESOURCES, 0.0) for n in node_map}
+    intervals: dict[str, dict[str, list[tuple[float, float, float]]]] = {
+        n: {r: [] for r in RESOURCES} for n in node_map
+    }
+    allocated_usd: dict[str, Decimal] = dict.fromkeys(node_map, ZERO)
     seen: set[str] = set()
-    job_tokens: dict[JobKey, list[tuple[float, float, float]]] = {}
     for pod in pods:
         if pod.uid in seen:
             continue  # the same UID listed twice (e.g. two sources): count once
@@ -343,71 +406,173 @@ def allocate(
         node = node_map.get(pod.node or "")
         if node is None:
             if overlap_seconds(window, pod.started, pod.finished) > 0:
-                unpriced.append(pod.uid)
+                unpriced.append(f"{pod.namespace}/{pod.name}")
             continue
-        started = pod.started if pod.started is not None else window.end
-        lo = max(window.start, started, node.present_from or window.start)
+        if pod.started is None:
+            continue
+        # every pod of the job counts for its rank set and its step, running in this window or not:
+        # a DDP rank whose pod ended (or has not started) still divides the executed steps
+        ranks_of[(pod.namespace, pod.job)][pod.rank].append(usage.get(pod.uid, PodUsage()).step)
+        lo = max(window.start, pod.started, node.present_from or window.start)
         hi = min(
             window.end,
             pod.finished if pod.finished is not None else window.end,
             node.present_to if node.present_to is not None else window.end,
         )
-        if pod.started is None or hi <= lo:
+        if hi <= lo:
             continue
         runtime = hi - lo
         u = usage.get(pod.uid, PodUsage())
-        gpus = max(pod.gpus_requested, u.gpus_seen)
         flags: list[str] = []
+        gpus = max(pod.gpus_requested, u.gpus_seen)
         if u.gpus_seen > pod.gpus_requested:
             flags.append("usage-above-request")
-        gpu_seconds = to_decimal(runtime) * gpus
-        usd = (gpu_seconds * node.gpu_hourly_usd / HOUR).quantize(QUANTUM)
+        cpu_used = sum(increase(c).value for c in u.cpu_seconds) / runtime
+        cpu = max(pod.cpu_requested, cpu_used)
+        mem_used = sum(held_mean(m, lo, hi, max_gap=max_gap) or 0.0 for m in u.memory_bytes)
+        mem = max(pod.memory_requested_gib, mem_used / GIB)
+        prices = node.prices
+        gpu_usd = _usd(runtime, gpus, prices.gpu)
+        cpu_usd = _usd(runtime, cpu, prices.cpu)
+        mem_usd = _usd(runtime, mem, prices.memory)
+        usd = gpu_usd + cpu_usd + mem_usd
         idle_s, gap_s = _gpu_idle_and_gaps(u.utilization, gpus, lo=lo, hi=hi, threshold=idle_threshold, max_gap=max_gap)
         if gap_s > 0:
             flags.append("utilization-gaps")
-        idle_usd = (usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
-        comp = counter_increase(u.compile_seconds, baseline=u.compile_baseline, max_gap=max_gap)
-        compile_s = min(comp.value, runtime)
-        compile_usd = (usd * to_decimal(compile_s) / to_decimal(runtime)).quantize(QUANTUM)
-        tok = counter_increase(u.tokens, baseline=u.tokens_baseline, max_gap=max_gap)
-        if tok.resets or comp.resets:
+        idle_usd = (gpu_usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
+        comp, tok, executed = (_sum_increase(c) for c in (u.compile_seconds, u.tokens, u.steps))
+        compile_usd = (usd * to_decimal(comp.value) / to_decimal(runtime)).quantize(QUANTUM)
+        if comp.resets or tok.resets or executed.resets:
             flags.append("counter-reset")
-        if tok.gaps:
-            flags.append("scrape-gaps")
-        pc = PodCost(pod, gpus, runtime, gpu_seconds, usd, idle_usd, compile_usd, gap_s, tok.value, tuple(flags))
+        pc = PodCost(
+            pod, gpus, cpu, mem, runtime, to_decimal(runtime) * gpus, gpu_usd, cpu_usd, mem_usd, idle_usd,
+            compile_usd, gap_s, tok.value, tuple(flags),
+        )  # fmt: skip
         pod_costs.append(pc)
-        allocated[node.name] += usd
+        for r, amount in (("gpu", gpus), ("cpu", cpu), ("memory", mem)):
+            alloc_seconds[node.name][r] += amount * runtime
+            intervals[node.name][r].append((lo, hi, float(amount)))
+        allocated_usd[node.name] += usd
         key = (pod.namespace, pod.job)
         job = jobs.setdefault(key, JobCost(pod.namespace, pod.job, pod.commit, pod.team))
         job.usd += usd
-        job.gpu_seconds += gpu_seconds
+        job.gpu_usd += gpu_usd
+        job.cpu_usd += cpu_usd
+        job.memory_usd += mem_usd
+        job.gpu_seconds += pc.gpu_seconds
         job.idle_usd += idle_usd
         job.compile_usd += compile_usd
-        job_tokens.setdefault(key, []).append((lo, hi, tok.value))
+        job.tokens += pc.tokens
         job.pods.add(pod.uid)
         job.flags.update(flags)
+        js = job_steps.setdefault(key, _JobSteps())
+        js.executed_by_rank[pod.rank] += executed.value
+        js.full_window = js.full_window and runtime >= window.seconds
+        js.restarted = js.restarted or executed.resets > 0 or len(u.steps) > 1
+        js.compiled = js.compiled or comp.value > 0
+        span = _stepping_span(u.steps) if idle_s == 0 and gap_s == 0 else None
+        if span is None:
+            js.stepping = False
+        else:
+            js.steady_usd += (usd * to_decimal(span) / to_decimal(runtime)).quantize(QUANTUM)
 
-    for key, runs in job_tokens.items():
-        jobs[key].tokens = global_tokens(runs)
+    for key, js in job_steps.items():
+        job = jobs[key]
+        js.step_series = ranks_of[key]
+        job.executed_steps = sum(js.executed_by_rank.values()) / max(len(ranks_of[key]), 1)
+        start = (step_marks or {}).get(key)
+        if start is None:
+            start = _job_step(js.step_series, window.start) or 0.0
+        end = _job_step(js.step_series, window.end)
+        job.step_mark = end if end is not None else start
+        job.steps = job.step_mark - start
+        job.steady = (
+            js.full_window
+            and js.stepping
+            and not js.restarted
+            and not js.compiled
+            and job.executed_steps > 0
+            and abs(job.executed_steps - job.steps) < 1.0
+        )
+        job.steady_usd = js.steady_usd if job.steady else ZERO
 
-    for key, samples in (job_steps or {}).items():
-        found = jobs.get(key)
-        if found is None:
-            continue
-        lost, advanced = step_regressions(samples, baseline=(step_baselines or {}).get(key))
-        found.steps = advanced
-        found.lost_steps = lost
-        if lost:
-            done = advanced + lost
-            found.lost_usd = (found.usd * lost / done).quantize(QUANTUM) if done else ZERO
-            found.flags.add("restarted")
-
-    node_costs: list[NodeCost] = []
-    for node in node_map.values():
-        since = node.present_from if node.present_from is not None else window.start
-        secs = overlap_seconds(window, since, node.present_to)
-        usd = (to_decimal(secs) * node.hourly_usd / HOUR).quantize(QUANTUM)
-        alloc = allocated[node.name]
-        over = alloc > usd
-        node_costs.append(NodeCost(node.name, usd, alloc, max(usd - alloc, ZERO), over))
+    node_costs = [
+        _node_cost(window, node, alloc_seconds[node.name], intervals[node.name], allocated_usd[node.name])
+        for node in node_map.values()
+    ]
     return Allocation(window, tuple(pod_costs), jobs, tuple(node_costs), tuple(unpriced))
+
+
+def _node_cost(
+    window: Window,
+    node: NodeInfo,
+    alloc_seconds: Mapping[str, float],
+    intervals: Mapping[str, Sequence[tuple[float, float, float]]],
+    allocated_usd: Decimal,
+) -> NodeCost:
+    since = node.present_from if node.present_from is not None else window.start
+    secs = overlap_seconds(window, since, node.present_to)
+    prices = node.prices
+    usd = (to_decimal(secs) * node.hourly_usd / HOUR).quantize(QUANTUM)
+    idle: dict[str, Decimal] = {}
+    for r in RESOURCES:
+        free = node.capacity(r) * secs - alloc_seconds[r]
+        idle[r] = max((to_decimal(free) * prices.of(r) / HOUR).quantize(QUANTUM), ZERO)
+    if node.gpus == 0 and node.cpu == 0 and node.memory_gib == 0:
+        # no capacity reported: the whole price sits on one notional GPU (see split_node_price)
+        idle["gpu"] = max(((to_decimal(secs) - to_decimal(alloc_seconds["gpu"])) * prices.gpu / HOUR), ZERO)
+    return NodeCost(
+        node.name,
+        usd,
+        allocated_usd,
+        sum(idle.values(), ZERO),
+        idle,
+        {r: _peak(intervals[r]) for r in RESOURCES},
+        {r: node.capacity(r) if (node.gpus or node.cpu or node.memory_gib) else 1.0 for r in RESOURCES},
+    )
+
+
+@dataclass(frozen=True)
+class JobTotals:
+    """What a job's history holds for pricing lost work (kept in its status.cost)."""
+
+    executed_steps: float = 0.0
+    steps: float = 0.0
+    """Progress so far."""
+    lost_steps: float = 0.0
+    steady_usd: Decimal = ZERO
+    steady_steps: float = 0.0
+
+    @property
+    def usd_per_step(self) -> Decimal | None:
+        """The job's cost per step in steady windows; None before its first steady window."""
+        return self.steady_usd / to_decimal(self.steady_steps) if self.steady_steps > 0 else None
+
+
+def fold_job(prev: JobTotals, inc: JobCost) -> JobTotals:
+    """Add one window to a job's totals and set ``inc.lost_steps`` / ``inc.lost_usd``.
+
+    Lost steps are ``executed - progress`` over the job's whole history (never
+    less than before), so a loss is counted once, in full, whatever the restart
+    took, and sampling noise between windows cancels out. Each lost step is
+    priced at the job's cost per step in steady windows before this one (else in
+    this window, flagged), never at zero without a flag.
+    """
+    executed = prev.executed_steps + inc.executed_steps
+    steps = prev.steps + inc.steps
+    lost = max(prev.lost_steps, executed - steps)
+    steady_usd = prev.steady_usd + (inc.steady_usd if inc.steady else ZERO)
+    steady_steps = prev.steady_steps + (inc.executed_steps if inc.steady else 0.0)
+    inc.lost_steps = lost - prev.lost_steps
+    if inc.lost_steps >= 1.0:
+        inc.flags.add("restarted")
+    if inc.lost_steps > 0:
+        per_step = prev.usd_per_step
+        if per_step is None and inc.executed_steps > 0:
+            per_step = inc.usd / to_decimal(inc.executed_steps)
+            inc.flags.add("lost-work-priced-from-window")
+        if per_step is None:
+            inc.flags.add("lost-work-unpriced")
+            per_step = ZERO
+        inc.lost_usd = (per_step * to_decimal(inc.lost_steps)).quantize(QUANTUM)
+    return JobTotals(executed, steps, lost, steady_usd, steady_steps)

@@ -37,6 +37,12 @@ BATCH_SIZE = "STATICTRAIN_BATCH_SIZE"  # per-rank micro-batch; 0 or unset keeps 
 SEED = "STATICTRAIN_SEED"
 PEAK_TFLOPS = "STATICTRAIN_PEAK_TFLOPS"  # peak dense TFLOP/s of one device, for MFU; unset: looked up
 TERMINATION_LOG = "STATICTRAIN_TERMINATION_LOG"  # trainer failure reason; default /dev/termination-log
+# Throughput levers (the autotuner explores them; each is skipped with a note where unsupported)
+ATTENTION = "STATICTRAIN_ATTENTION"  # auto | cudnn | flash: SDPA backend tried first
+CHUNKED_LOSS = "STATICTRAIN_CHUNKED_LOSS"  # "true" | "false": fused chunked linear + cross-entropy
+COMPILE_OPTIMIZER = "STATICTRAIN_COMPILE_OPTIMIZER"  # "true" | "false": torch.compile the AdamW step
+FP8 = "STATICTRAIN_FP8"  # "true" | "false": torchao float8 training on Hopper or newer
+AUTOTUNE_RECORD_DIR = "STATICTRAIN_AUTOTUNE_RECORD_DIR"  # failed/timed-out candidates kept here
 
 # trainer -> sidecar channel (a directory on a shared emptyDir)
 STATS_DIR = "STATICTRAIN_STATS_DIR"
@@ -47,6 +53,7 @@ SAMPLE_INTERVAL_S = "STATICTRAIN_SAMPLE_INTERVAL_S"
 METRICS_BIND = "STATICTRAIN_METRICS_BIND"  # listen address, default 0.0.0.0
 SIDECAR_GPUS = "STATICTRAIN_SIDECAR_GPUS"  # comma-separated NVML indices or UUIDs; unset: all visible
 SIDECAR_NVML = "STATICTRAIN_SIDECAR_NVML"  # "true" | "false" (false: never load NVML)
+SIDECAR_DCGM = "STATICTRAIN_SIDECAR_DCGM"  # "true" | "false": also export DCGM-exporter-compatible series
 PROFILE_MAX_STEPS = "STATICTRAIN_PROFILE_MAX_STEPS"
 PROFILE_TIMEOUT_S = "STATICTRAIN_PROFILE_TIMEOUT_S"
 PROFILE_MAX_BYTES = "STATICTRAIN_PROFILE_MAX_BYTES"

@@ -42,11 +42,19 @@ TRAIN_TOKENS_PER_SECOND = "statictrain_train_tokens_per_second"
 TRAIN_LOSS = "statictrain_train_loss"
 TRAIN_COMPILE_SECONDS = "statictrain_train_compile_seconds"
 TRAIN_COMPILE_CACHE_HIT = "statictrain_train_compile_cache_hit"
+TRAIN_COMPILE_CACHE_STATUS = "statictrain_train_compile_cache_status"  # label status: hit | miss_empty | ...
 TRAIN_GRAPH_BREAKS = "statictrain_train_graph_breaks"
 TRAIN_RECOMPILES = "statictrain_train_recompiles"
 TRAIN_MFU_RATIO = "statictrain_train_mfu_ratio"
 TRAIN_SECONDS_SINCE_LAST_STEP = "statictrain_train_seconds_since_last_step"
 TRAIN_RANK_STEP_SECONDS = "statictrain_train_rank_step_seconds"  # label rank: local seconds of the last step
+
+# DCGM-exporter-compatible series (sidecar, optional: STATICTRAIN_SIDECAR_DCGM), named and scaled
+# as dcgm-exporter does, so its dashboards work. DCGM_FI_PROF_GR_ENGINE_ACTIVE is not exported:
+# NVML gives it only through GPM, which the sidecar does not read (never approximated).
+DCGM_GPU_UTIL = "DCGM_FI_DEV_GPU_UTIL"  # percent 0-100
+DCGM_POWER_USAGE = "DCGM_FI_DEV_POWER_USAGE"  # watts
+DCGM_FB_USED = "DCGM_FI_DEV_FB_USED"  # MiB
 
 # --- operator: cost (labels job_name, namespace, commit, team)
 JOB_COST_USD_TOTAL = "statictrain_job_cost_usd_total"
@@ -58,9 +66,16 @@ NODE_HOURLY_COST_USD = "statictrain_node_hourly_cost_usd"
 JOB_COMPILE_COST_USD_TOTAL = "statictrain_job_compile_cost_usd_total"
 JOB_LOST_WORK_COST_USD_TOTAL = "statictrain_job_lost_work_cost_usd_total"
 JOB_TOKENS_TOTAL = "statictrain_job_tokens_total"  # tokens the accounting attributed to the job
-JOB_STEPS_TOTAL = "statictrain_job_steps_total"
+JOB_STEPS_TOTAL = "statictrain_job_steps_total"  # executed (mean over ranks); useful = this - lost steps
 NODE_COST_USD_TOTAL = "statictrain_node_cost_usd_total"  # label node
 NODE_IDLE_COST_USD_TOTAL = "statictrain_node_idle_cost_usd_total"  # label node: cost no pod was allocated
+JOB_GPU_COST_USD_TOTAL = "statictrain_job_gpu_cost_usd_total"  # the GPU part of the job cost
+JOB_CPU_COST_USD_TOTAL = "statictrain_job_cpu_cost_usd_total"
+JOB_MEMORY_COST_USD_TOTAL = "statictrain_job_memory_cost_usd_total"
+JOB_LOST_STEPS_TOTAL = "statictrain_job_lost_steps_total"
+COST_INVARIANT_OK = "statictrain_cost_invariant_ok"  # label invariant: 1 when the last window held it
+COST_INVARIANT_FAILURES_TOTAL = "statictrain_cost_invariant_failures_total"  # label invariant: windows failing
+COST_UNPRICED_PODS = "statictrain_cost_unpriced_pods"  # labels namespace, pod: 1 while a running pod is unpriced
 JOB_COST_FLAGS_TOTAL = "statictrain_job_cost_flags_total"  # label flag: utilization-gaps | counter-reset | ...
 COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label outcome: ok | error
 
@@ -73,4 +88,3 @@ REMEDIATIONS_TOTAL = "statictrain_remediations_total"
 EXTENDER_REQUESTS_TOTAL = "statictrain_extender_requests_total"
 EXTENDER_REQUEST_SECONDS = "statictrain_extender_request_seconds"
 EXTENDER_NODES_CACHED = "statictrain_extender_nodes_cached"
-EXTENDER_UP = "statictrain_extender_up"  # set by the operator's probe of the extender

@@ -29,11 +29,12 @@ from importlib import resources
 from typing import Literal
 
 from statictrain import gpus
-from statictrain.money import parse_usd
+from statictrain.money import parse_usd, to_decimal
 
 __all__ = [
     "ON_DEMAND",
     "SPOT",
+    "SPOT_LABELS",
     "Catalog",
     "CatalogEntry",
     "CustomPrice",
@@ -41,6 +42,7 @@ __all__ = [
     "LiveQuotes",
     "NodeFacts",
     "NodePrice",
+    "capacity_type_from_labels",
     "node_gpu",
     "parse_catalog",
     "parse_custom_prices",
@@ -59,6 +61,26 @@ def capacity_type(value: str | None) -> CapacityType:
     return SPOT if v in ("spot", "preemptible", "preemptable", "lowpriority") else ON_DEMAND
 
 
+SPOT_LABELS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("karpenter.sh/capacity-type", frozenset({"spot"})),  # Karpenter (AWS, Azure)
+    ("eks.amazonaws.com/capacityType", frozenset({"spot"})),  # EKS managed node groups: SPOT | ON_DEMAND
+    ("cloud.google.com/gke-spot", frozenset({"true"})),  # GKE Spot VMs
+    ("cloud.google.com/gke-preemptible", frozenset({"true"})),  # GKE preemptible VMs
+    ("cloud.google.com/gke-provisioning", frozenset({"spot", "preemptible"})),  # GKE (newer versions)
+    ("kubernetes.azure.com/scalesetpriority", frozenset({"spot"})),  # AKS spot node pools: spot | regular
+    ("node.kubernetes.io/lifecycle", frozenset({"spot", "preemptible"})),  # kops and others
+)
+"""Node labels that mark spot capacity, per provisioner; a value in the set (any case) means spot."""
+
+
+def capacity_type_from_labels(node_labels: Mapping[str, str]) -> CapacityType:
+    """Spot when any provisioner's label says so (:data:`SPOT_LABELS`), else on-demand."""
+    for key, spot_values in SPOT_LABELS:
+        if (node_labels.get(key) or "").strip().lower() in spot_values:
+            return SPOT
+    return ON_DEMAND
+
+
 @dataclass(frozen=True)
 class CatalogEntry:
     cloud: str
@@ -72,6 +94,8 @@ class CatalogEntry:
     flagged: bool
     """True when the source marks the row as a suspected data error."""
     source: str
+    as_of: str = ""
+    """When the row's source snapshot was current (the catalog's ``as_of`` column)."""
 
     def price(self, cap: CapacityType) -> Decimal | None:
         return self.spot if cap == SPOT else self.on_demand
@@ -81,7 +105,7 @@ class CatalogEntry:
 class Catalog:
     entries: tuple[CatalogEntry, ...]
     as_of: str
-    """Snapshot description of the prices (e.g. ``2025-H1``)."""
+    """When the prices were current, from the rows' ``as_of`` column (distinct values joined by ``; ``)."""
     _index: Mapping[tuple[str, str], CatalogEntry] = field(default_factory=dict, compare=False, repr=False)
 
     def get(self, instance_type: str, region: str) -> CatalogEntry | None:
@@ -109,8 +133,12 @@ def _opt_price(text: str, what: str) -> Decimal | None:
     return parse_usd(text, what=what, allow_zero=False) if text.strip() else None
 
 
-def parse_catalog(text: str, *, as_of: str = "2025-H1") -> Catalog:
-    """Parse the shipped catalog CSV (columns as written by tools/build_price_catalog.py)."""
+def parse_catalog(text: str, *, as_of: str = "unknown") -> Catalog:
+    """Parse the shipped catalog CSV (columns as written by tools/build_price_catalog.py).
+
+    Each row's ``as_of`` column says when its prices were current; ``as_of`` here is
+    only the value for rows without one (a catalog written before the column existed).
+    """
     reader = csv.DictReader(io.StringIO(text))
     entries: list[CatalogEntry] = []
     for n, row in enumerate(reader, start=2):
@@ -126,12 +154,14 @@ def parse_catalog(text: str, *, as_of: str = "2025-H1") -> Catalog:
                     spot=_opt_price(row["spot_usd_per_hour"], "spot_usd_per_hour"),
                     flagged=row["flagged"] == "1",
                     source=row["source"],
+                    as_of=(row.get("as_of") or "").strip() or as_of,
                 )
             )
         except (KeyError, ValueError) as e:
             raise ValueError(f"price catalog line {n}: {e}") from None
     index = {(e.instance_type, e.region): e for e in entries}
-    return Catalog(entries=tuple(entries), as_of=as_of, _index=index)
+    dates = "; ".join(sorted({e.as_of for e in entries})) or as_of
+    return Catalog(entries=tuple(entries), as_of=dates, _index=index)
 
 
 def shipped_catalog_text() -> str:
@@ -235,6 +265,10 @@ class FallbackPolicy:
     """Per-GPU hourly price used when nothing else is known about a node."""
     live_max_age: timedelta = timedelta(hours=24)
     """Live quotes older than this are still used but flagged stale."""
+    default_cpu_hourly_usd: Decimal = Decimal("0.031611")
+    """Per-core hourly price of a CPU-only node the catalog does not list (OpenCost's default), flagged."""
+    default_memory_gib_hourly_usd: Decimal = Decimal("0.004237")
+    """Per-GiB hourly price of a CPU-only node the catalog does not list (OpenCost's default), flagged."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +283,10 @@ class NodeFacts:
     gpu_count: int
     provider_id: str = ""
     """spec.providerID, e.g. ``aws:///us-east-1a/i-0abc``."""
+    cpu: float = 0.0
+    """Allocatable CPU cores."""
+    memory_gib: float = 0.0
+    """Allocatable memory, GiB."""
 
 
 @dataclass(frozen=True)
@@ -321,7 +359,7 @@ def price_node(
         entry = catalog.get(node.instance_type, node.region)
         if entry is not None:
             p = entry.price(cap)
-            notes = [f"catalog snapshot {catalog.as_of}"]
+            notes = [f"catalog snapshot {entry.as_of}"]
             if entry.flagged:
                 notes.append("catalog row flagged as a suspected data error")
             if p is None and cap == SPOT and entry.on_demand is not None:
@@ -331,12 +369,24 @@ def price_node(
                 return _make(p, gpus or entry.gpu_count, node, "catalog", notes)
 
     if node.instance_type:
-        others = [e.price(cap) for e in catalog.regions_of(node.instance_type)]
-        known = [p for p in others if p is not None]
-        if known:
-            p = Decimal(statistics.median(known))
-            why = f"{node.instance_type} not priced in region {node.region}; median of its other regions"
-            return _make(p, gpus, node, "fallback", [why])
+        rows = [(e.price(cap), e) for e in catalog.regions_of(node.instance_type)]
+        clean = [p for p, e in rows if p is not None and not e.flagged]
+        suspect = [p for p, e in rows if p is not None and e.flagged]
+        if clean or suspect:
+            p = Decimal(statistics.median(clean or suspect))
+            notes = [f"{node.instance_type} not priced in region {node.region}; median of its other regions"]
+            if not clean:
+                notes.append("only catalog rows flagged as suspected data errors price it")
+            return _make(p, gpus, node, "fallback", notes)
+
+    if gpus == 0 and (node.cpu > 0 or node.memory_gib > 0):
+        cpu_usd = policy.default_cpu_hourly_usd * to_decimal(node.cpu)
+        hourly = cpu_usd + policy.default_memory_gib_hourly_usd * to_decimal(node.memory_gib)
+        why = (
+            f"CPU-only node of instance type {node.instance_type!r} not in the GPU catalog; default rates "
+            f"{policy.default_cpu_hourly_usd}/core-h and {policy.default_memory_gib_hourly_usd}/GiB-h"
+        )
+        return _make(hourly, gpus, node, "fallback", [why])
 
     same_type = catalog.regions_of(node.instance_type) if node.instance_type else []
     gpu = node_gpu(node)

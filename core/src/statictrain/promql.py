@@ -17,10 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from . import metrics
+
 __all__ = [
     "Matcher",
     "escape_label_value",
     "escape_regex_value",
+    "mean_step_seconds",
     "range_duration",
     "selector",
 ]
@@ -110,3 +113,15 @@ def range_duration(seconds: float) -> str:
     if ms <= 0:
         raise ValueError(f"range duration must be positive, got {seconds!r} s")
     return f"{ms}ms"
+
+
+def mean_step_seconds(
+    window_seconds: float, by: Sequence[str] = (), match: Mapping[str, str] | None = None
+) -> str:
+    """Mean optimizer-step seconds over the window, from the trainers' step-time histogram: the rate of
+    its sum over the rate of its count, summed ``by`` the given labels (all series when empty)."""
+    w = range_duration(window_seconds)
+    agg = f"sum by ({', '.join(by)}) " if by else "sum"
+    total = selector(metrics.TRAIN_STEP_SECONDS + "_sum", match)
+    count = selector(metrics.TRAIN_STEP_SECONDS + "_count", match)
+    return f"{agg}(rate({total}[{w}])) / {agg}(rate({count}[{w}]))"

@@ -15,6 +15,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from statictrain import labels
+from statictrain.pricing import SPOT_LABELS, capacity_type_from_labels
 
 from .gpus import gpu_family
 
@@ -42,7 +43,8 @@ class NodeInfo:
     gpus: int
     """Allocatable ``nvidia.com/gpu``."""
     capacity_type: str
-    """``spot`` or ``on-demand`` (label ``karpenter.sh/capacity-type``); "" if unlabelled."""
+    """``spot`` or ``on-demand``: the annotator's annotation, else the provisioners' spot labels
+    (:data:`statictrain.pricing.SPOT_LABELS`); "" if neither is there."""
     hourly_usd: float | None
     """Whole-node price per hour, None when unknown or unparsable."""
     gpu_hourly_usd: float | None
@@ -99,7 +101,9 @@ def node_from_object(obj: Mapping[str, Any]) -> NodeInfo:
     gpu_hourly = _price(annotations.get(labels.GPU_HOURLY_COST))
     if gpu_hourly is None and hourly is not None and gpus > 0:
         gpu_hourly = hourly / gpus
-    capacity_type = node_labels.get(labels.CAPACITY_TYPE) or annotations.get(labels.PRICE_CAPACITY_TYPE) or ""
+    capacity_type = annotations.get(labels.PRICE_CAPACITY_TYPE) or ""
+    if not capacity_type and any(k in node_labels for k, _ in SPOT_LABELS):
+        capacity_type = capacity_type_from_labels(node_labels)
     return NodeInfo(
         name=str(meta.get("name", "")),
         gpu_family=gpu_family(node_labels.get(labels.GPU_PRODUCT, "")),

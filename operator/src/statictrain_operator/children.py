@@ -27,6 +27,37 @@ from statictrain.exitcodes import ExitCode
 
 from .settings import Settings
 
+__all__ = [
+    "CACHE_VOLUME",
+    "CHECKPOINT_CLAIM_SUFFIX",
+    "CHECKPOINT_VOLUME",
+    "COMPLETION_INDEX_ANNOTATION",
+    "EXIT_INFRA_ERROR",
+    "EXIT_PREEMPTED",
+    "EXIT_USER_ERROR",
+    "LAUNCH_COMMAND",
+    "SHUTDOWN_MARGIN_S",
+    "SIDECAR",
+    "STATS_VOLUME",
+    "TRAINER",
+    "UNKNOWN",
+    "WORKER_SUFFIX",
+    "Owner",
+    "checkpoint_claim",
+    "checkpoint_claim_name",
+    "child_labels",
+    "owner_reference",
+    "pod_failure_policy",
+    "pod_template",
+    "selector",
+    "service",
+    "template_hash",
+    "torchrun_env",
+    "trainer_env",
+    "worker_job",
+    "worker_name",
+]
+
 WORKER_SUFFIX = "-worker"
 TRAINER = "trainer"
 SIDECAR = "sidecar"
@@ -56,12 +87,6 @@ class Owner:
     uid: str
     labels: Mapping[str, str]
     spec: api.Spec
-
-
-def owner_from_body(body: Mapping[str, Any]) -> Owner:
-    """Owner from a StaticTrainingJob body as the API server returns it."""
-    meta = body["metadata"]
-    return Owner(meta["name"], meta["namespace"], meta["uid"], dict(meta.get("labels") or {}), body["spec"])
 
 
 def worker_name(job_name: str) -> str:

@@ -20,15 +20,25 @@ from typing import TextIO
 
 from statictrain import envconfig
 
-from statictrain_operator import estimate_cli, gate_cli
-from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
-from statictrain_operator.kube.costs import ClusterUnavailableError, list_jobs_for_report
+from statictrain_operator import estimate_cli, gate_cli, preflight_cli
+from statictrain_operator.kube.oneshot import ClusterUnavailableError, list_trainingjobs
+from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, Report, ReportWindow, build_report, parse_utc
 from statictrain_operator.report.progress import ProgressBar
 from statictrain_operator.report.status import status_report
 from statictrain_operator.report.text import to_csv, to_json, to_table
+
+__all__ = [
+    "PROMETHEUS_ENV",
+    "RENDERERS",
+    "add_report_parser",
+    "build_parser",
+    "main",
+    "run_report",
+    "run_status_report",
+]
 
 PROMETHEUS_ENV = envconfig.PROMETHEUS_URL_ENV
 RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html}
@@ -97,7 +107,7 @@ def _write(args: argparse.Namespace, report: Report) -> int:
 def run_status_report(args: argparse.Namespace, now: datetime, err: TextIO) -> int:
     filters = {"namespace": args.namespace, "team": args.team, "commit": args.commit, "job": args.job}
     try:
-        report = status_report(list_jobs_for_report(args.kubeconfig), args.by, now, filters)
+        report = status_report(list_trainingjobs(args.kubeconfig), args.by, now, filters)
     except (ClusterUnavailableError, EmptyWindowError) as e:
         print(f"error: {e}", file=err)
         return 1
@@ -137,6 +147,7 @@ def build_parser(prog: str = "statictrain") -> argparse.ArgumentParser:
     add_report_parser(sub)
     gate_cli.add_parser(sub)
     estimate_cli.add_parser(sub)
+    preflight_cli.add_parser(sub)
     try:
         anomaly_cli = importlib.import_module("statictrain_operator.anomaly.cli")
     except ModuleNotFoundError as e:

@@ -7,9 +7,11 @@ writes it through the kube layer, and patches status when it changed. Running
 it twice, or after a crash at any point, does the right thing: creating what
 exists is a 409 (then it reads the API and plans again), nothing is adopted.
 
-Calls for one job are serialized by a per-job lock; writes run in threads.
-Objects created here are remembered until the watch brings them into the
-index, so a quick second event does not try to create them again.
+Calls for one job are serialized by a per-job lock; every API call is awaited
+on kopf's loop through the Kube port. Objects created here are remembered
+until the watch brings them into the index, so a quick second event does not
+try to create them again. Status is written with server-side apply as the
+converger's own field manager (writer.CONVERGER: phase and lifecycle conditions).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from typing import Any
 
 from statictrain import api
 
-from . import children, reconcile, status
-from .kube import trainingjobs, workers
+from . import children, reconcile, status, writer
+from .kube import port
 from .runtime import Runtime
+
+__all__ = ["Converger", "Key", "Lookup", "job_after", "owner_of"]
 
 Key = tuple[str, str]
 """(namespace, job name)."""
@@ -57,6 +61,7 @@ class Converger:
         self.recent: dict[Key, dict[str, Mapping[str, Any]]] = {}
         self.scheduled: set[Key] = set()
         self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
+        self.status = writer.StatusWriter(rt.kube, writer.CONVERGER)
 
     async def converge(self, key: Key) -> None:
         lock = self.locks.setdefault(key, asyncio.Lock())
@@ -71,7 +76,9 @@ class Converger:
         elif self.trainingjob(key) is None:
             self.locks.pop(key, None)
             self.recent.pop(key, None)
-            self.desired.pop(key, None)
+            gone = self.desired.pop(key, None)
+            if gone is not None:
+                self.status.last.pop(gone[0][0], None)
 
     def later(self, key: Key) -> None:
         """Converge `key` again after settings.requeue_s (once, however often asked)."""
@@ -115,17 +122,11 @@ class Converger:
         finished = current.get("phase") in api.FINISHED_PHASES
         plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=self._desired(key, view))
         if plan.create:  # create the missing children concurrently, then do the rest of the plan
-            made = await asyncio.gather(
-                *(asyncio.to_thread(workers.create, self.rt.clients, obj) for obj in plan.create)
-            )
-            for obj, ok in zip(plan.create, made, strict=True):
-                if ok:
-                    self.recent.setdefault(key, {})[obj["kind"]] = obj
-                    self.logger.info(f"{owner.namespace}/{owner.name}: created {obj['kind']} {obj['metadata']['name']}")
+            made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
             if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
-                plan, job = await asyncio.to_thread(self._replan, key, owner, finished=finished)
+                plan, job = await self._replan(key, owner, finished=finished)
         if plan.job_patch or plan.delete_job:
-            await asyncio.to_thread(self._apply, key, owner, plan)
+            await self._apply(key, owner, plan)
         new = status.compute(
             owner.name,
             owner.spec,
@@ -134,29 +135,38 @@ class Converger:
             current=current,
             now=self.rt.clock(),
         )
-        diff = status.changed_fields(current, new)
-        if diff:
-            await asyncio.to_thread(trainingjobs.patch_status, self.rt.clients, owner.namespace, owner.name, diff)
+        if new:
+            fields = {k: v for k, v in new.items() if k != "conditions"}
+            await self.status.write(view, fields, new.get("conditions") or [], now=self.rt.clock())
         return plan.wait
 
-    def _replan(self, key: Key, owner: children.Owner, *, finished: bool) -> tuple[reconcile.Plan, Any]:
-        """Read the children from the API, plan again and create what is still missing (blocking)."""
-        c, name = self.rt.clients, children.worker_name(owner.name)
-        svc = workers.read_service(c, owner.namespace, name)
-        job = workers.read_job(c, owner.namespace, name)
+    async def _create(self, key: Key, obj: dict[str, Any]) -> bool:
+        """Create one child; False when one of that name exists (the index is behind, or a leftover)."""
+        if await self.rt.kube.create(port.by_kind(obj["kind"]), obj) is None:
+            return False
+        self.recent.setdefault(key, {})[obj["kind"]] = obj
+        meta = obj["metadata"]
+        self.logger.info(f"{meta['namespace']}/{key[1]}: created {obj['kind']} {meta['name']}")
+        return True
+
+    async def _replan(self, key: Key, owner: children.Owner, *, finished: bool) -> tuple[reconcile.Plan, Any]:
+        """Read the children from the API, plan again and create what is still missing."""
+        kube, name = self.rt.kube, children.worker_name(owner.name)
+        svc, job = await asyncio.gather(
+            kube.get(port.SERVICES, owner.namespace, name), kube.get(port.JOBS, owner.namespace, name)
+        )
         plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
         for obj in plan.create:
-            if workers.create(c, obj):
-                self.recent.setdefault(key, {})[obj["kind"]] = obj
+            await self._create(key, obj)
         return plan, job
 
-    def _apply(self, key: Key, owner: children.Owner, plan: reconcile.Plan) -> None:
-        """Patch or delete the worker Job as planned (blocking)."""
-        c, name = self.rt.clients, children.worker_name(owner.name)
+    async def _apply(self, key: Key, owner: children.Owner, plan: reconcile.Plan) -> None:
+        """Patch or delete the worker Job as planned."""
+        kube, name = self.rt.kube, children.worker_name(owner.name)
         if plan.job_patch:
-            workers.patch_job(c, owner.namespace, name, plan.job_patch)
+            await kube.merge_patch(port.JOBS, owner.namespace, name, plan.job_patch)
             self.logger.info(f"{owner.namespace}/{owner.name}: patched Job {name}: {plan.job_patch['spec']}")
         if plan.delete_job:
-            workers.delete_job(c, owner.namespace, name)
+            await kube.delete(port.JOBS, owner.namespace, name)
             self.recent.get(key, {}).pop("Job", None)
             self.logger.info(f"{owner.namespace}/{owner.name}: deleted Job {name} to rebuild its workers")

@@ -16,6 +16,8 @@ from typing import Any, cast
 
 import kopf
 
+__all__ = ["KEPT_METADATA", "TrimmedDiffBaseStorage"]
+
 KEPT_METADATA = ("name", "namespace", "uid", "labels", "annotations")
 
 

@@ -20,15 +20,13 @@ import subprocess
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, TextIO
 
 import yaml
-from statictrain import labels
+from statictrain import labels, manifest
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 
 from statictrain_operator.cli_args import add_prometheus_url
-from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.estimate import (
     Offer,
     Option,
@@ -39,6 +37,7 @@ from statictrain_operator.estimate import (
     speeds_by_family,
 )
 from statictrain_operator.history import query_speed
+from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 
 Kubectl = Callable[[Sequence[str], str | None], subprocess.CompletedProcess[str]]
 DEFAULT_HISTORY = timedelta(days=30)
@@ -84,16 +83,7 @@ def system_kubectl(kubeconfig: str | None) -> Kubectl:
 
 
 def _read_spec(path: str) -> dict[str, Any]:
-    try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
-    except (OSError, yaml.YAMLError) as e:
-        raise ValueError(f"cannot read {path}: {e}") from None
-    if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise ValueError(f"{path}: expected exactly one StaticTrainingJob manifest, found {len(docs)} documents")
-    doc: dict[str, Any] = docs[0]
-    if doc.get("kind") != labels.KIND:
-        raise ValueError(f"{path}: kind is {doc.get('kind')!r}, expected {labels.KIND}")
+    doc = manifest.read_job(path, yaml.safe_load_all)
     return doc
 
 

@@ -19,7 +19,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
 from statictrain_operator.cli_args import add_prometheus_url
-from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.gate import (
     CommitFigures,
     compare,
@@ -27,6 +26,7 @@ from statictrain_operator.gate import (
     parse_max_regression,
 )
 from statictrain_operator.history import query_speed
+from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report
 

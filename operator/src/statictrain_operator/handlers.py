@@ -17,14 +17,27 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import kopf
 from statictrain import labels
 
 from . import converger, loops, runtime
-from .kube import clients, heartbeat
+from .kube import endpoint, heartbeat
+
+__all__ = [
+    "heartbeat_seen",
+    "login",
+    "start_loops",
+    "stop_loops",
+    "trainingjob_event",
+    "trainingjobs_index",
+    "watch_heartbeat_age",
+    "worker_job_event",
+    "worker_jobs_index",
+    "worker_service_event",
+    "worker_services_index",
+]
 
 STJ = (labels.GROUP, labels.VERSION, labels.PLURAL)
 JOBS = ("batch", "v1", "jobs")
@@ -36,9 +49,10 @@ MANAGED = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
 @kopf.on.login()
 def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """kopf's watches use the same cluster and credentials as our client (e.g. --kubeconfig)."""
-    if clients.in_cluster():
+    ep = runtime.of(memo).endpoint
+    if ep is None or (ep.token_path and endpoint.in_cluster()):
         return kopf.login_with_service_account(**kwargs)  # re-reads the rotating token
-    return kopf.ConnectionInfo(**clients.connection(runtime.of(memo).clients))
+    return kopf.ConnectionInfo(**ep.kopf_fields())  # type: ignore[arg-type]
 
 
 def _snapshot(body: kopf.Body) -> dict[str, Any]:
@@ -129,10 +143,8 @@ def _is_own_lease(name: str, namespace: str | None, memo: Any, **_: Any) -> bool
 async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
     """Build the converger; start the resync, TTL and heartbeat loops (tasks, not per-object daemons)."""
     rt = runtime.of(memo)
-    # API writes run in threads (asyncio.to_thread): size the pool for many jobs at once.
-    loop = asyncio.get_running_loop()
-    loop.set_default_executor(ThreadPoolExecutor(rt.settings.max_workers, thread_name_prefix="statictrain-api"))
     index: kopf.Index[Any, Any] = kwargs["trainingjobs_index"]
+    rt.index = index
     rt.converger = converger.Converger(
         rt,
         _first(index),
@@ -143,7 +155,7 @@ async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
     rt.tasks.append(asyncio.create_task(loops.resync_loop(rt, index)))
     rt.tasks.append(asyncio.create_task(loops.ttl_loop(rt, index, logger)))
     if rt.settings.heartbeat_namespace:
-        await asyncio.to_thread(loops.beat, rt)  # exists before the Lease watch starts
+        await loops.beat(rt)  # exists before the Lease watch starts
         rt.tasks.append(asyncio.create_task(loops.heartbeat_loop(rt, logger)))
         logger.info(f"heartbeat Lease {rt.settings.heartbeat_namespace}/{runtime.HEARTBEAT_LEASE}")
 
@@ -155,6 +167,9 @@ async def stop_loops(memo: Any, **_: Any) -> None:
         task.cancel()
     await asyncio.gather(*rt.tasks, return_exceptions=True)
     rt.tasks.clear()
+    close = getattr(rt.kube, "close", None)  # HttpKube's session, opened on this loop
+    if close is not None:
+        await close()
 
 
 @kopf.on.event(*LEASES, labels={heartbeat.HEARTBEAT_LABEL: "true"}, when=_is_own_lease)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from statictrain import metrics
 from statictrain.promql import range_duration, selector
 
-from statictrain_operator.cost.prom import PromReader, Series
+from statictrain_operator.prom import PromReader, Series
 
 __all__ = ["UNKNOWN_MODEL", "Speed", "per_model", "query_speed"]
 

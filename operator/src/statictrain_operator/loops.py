@@ -15,18 +15,29 @@ from typing import Any
 from statictrain import api
 
 from . import runtime, status
-from .kube import heartbeat, trainingjobs
+from .kube import heartbeat, port
+
+__all__ = [
+    "beat",
+    "expired",
+    "heartbeat_loop",
+    "periodic",
+    "resync_loop",
+    "start_periodic",
+    "stop_periodic",
+    "ttl_loop",
+]
 
 
-def beat(rt: runtime.Runtime) -> None:
-    """Renew the heartbeat Lease once (blocking)."""
-    heartbeat.renew(rt.clients, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock())
+async def beat(rt: runtime.Runtime) -> None:
+    """Renew the heartbeat Lease once."""
+    await heartbeat.renew(rt.kube, rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, rt.holder, rt.clock())
 
 
 async def heartbeat_loop(rt: runtime.Runtime, logger: Any) -> None:
     while True:
         try:
-            await asyncio.to_thread(beat, rt)
+            await beat(rt)
         except Exception as e:  # an API hiccup must not end the loop; the probe notices missing beats
             logger.warning(f"heartbeat renewal failed: {e}")
         await asyncio.sleep(rt.settings.heartbeat_s)
@@ -59,7 +70,8 @@ async def ttl_loop(rt: runtime.Runtime, index: Mapping[Any, Any], logger: Any) -
             if uid in deleting:
                 continue
             try:
-                await asyncio.to_thread(trainingjobs.delete, rt.clients, namespace, name, uid)
+                # the uid guards against deleting a newer job of the same name
+                await rt.kube.delete(port.STJ, namespace, name, uid=uid)
             except Exception as e:
                 logger.warning(f"could not delete {namespace}/{name} after its TTL: {e}")
                 continue

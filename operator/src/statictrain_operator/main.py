@@ -8,37 +8,59 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import kopf
 import prometheus_client
 from statictrain import labels
 
 from . import essence, runtime, settings
-from .kube import clients, heartbeat
+from .anomaly.settings import AnomalySettings
+from .cost.settings import CostSettings
+from .kube import endpoint, heartbeat
+from .kube.http import HttpKube
+from .progress.settings import ProgressSettings
 
-
-def part_modules(parts: Sequence[str]) -> list[str]:
-    """Handler modules of the optional parts; each registers its kopf handlers on import."""
-    return [f"statictrain_operator.{part}.handlers" for part in parts]
-
+__all__ = ["PARTS", "kopf_settings", "load_parts", "main", "parse_args", "part_settings"]
 
 log = logging.getLogger("statictrain.operator")
 
+PARTS: Mapping[str, tuple[str, Callable[[], Any]]] = {
+    "progress": ("statictrain_operator.progress.handlers", ProgressSettings.from_env),
+    "cost": ("statictrain_operator.cost.handlers", CostSettings.from_env),
+    "anomaly": ("statictrain_operator.anomaly.handlers", AnomalySettings.from_env),
+}
+"""Optional parts: the module registering its kopf handlers, and its settings (read from the environment)."""
 
-def import_handlers(optional: Sequence[str]) -> list[str]:
-    """Import our handlers and those of the optional modules that exist; returns what was imported."""
-    importlib.import_module("statictrain_operator.handlers")
-    loaded = ["statictrain_operator.handlers"]
-    for name in optional:
+
+def part_settings(parts: Sequence[str]) -> dict[str, Any]:
+    """Settings of each part switched on, read and checked now (before kopf starts).
+
+    Raises SettingsError naming an unknown part or a bad variable; a part whose own
+    settings say ``enabled=false`` is left out.
+    """
+    out: dict[str, Any] = {}
+    for name in parts:
+        if name not in PARTS:
+            raise settings.SettingsError(
+                f"{settings.ENV_PREFIX}PARTS names {name!r}; the parts are {', '.join(PARTS)}"
+            )
         try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name not in (name, name.rsplit(".", 1)[0]):
-                raise  # the module exists but one of its own imports is missing: a real error
-            log.warning("handler module %s is not installed; its handlers do not run", name)
-            continue
-        loaded.append(name)
+            value = PARTS[name][1]()
+        except ValueError as e:
+            raise settings.SettingsError(str(e)) from None
+        if getattr(value, "enabled", True):
+            out[name] = value
+    return out
+
+
+def load_parts(parts: Mapping[str, Any]) -> list[str]:
+    """Import the core handlers and those of the parts switched on; returns the modules imported."""
+    loaded = ["statictrain_operator.handlers"]
+    loaded += [PARTS[name][0] for name in parts]
+    for module in loaded:
+        importlib.import_module(module)
     return loaded
 
 
@@ -92,22 +114,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         s = settings.from_os_environ()
-    except settings.SettingsError as e:
+        parts = part_settings(s.parts)
+        ep = endpoint.load(args.kubeconfig)
+    except (settings.SettingsError, OSError) as e:
         print(f"statictrain-operator: {e}", file=sys.stderr)
         return 2
-    if args.kubeconfig:
-        # Other parts build their own clients from the default kubeconfig: point it at the same cluster.
-        os.environ["KUBECONFIG"] = args.kubeconfig
+    except Exception as e:  # the kubeconfig cannot be read: say which and what to check
+        print(f"statictrain-operator: no cluster to talk to ({type(e).__name__}: {e}); "
+              "pass --kubeconfig or set KUBECONFIG", file=sys.stderr)
+        return 2
     kopf.configure(verbose=args.verbose)
     if not args.verbose:
         # One "Handler ... succeeded" line per watch event is noise at scale (and costs CPU).
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    kube = HttpKube(ep, connections=s.max_workers)
     rt = runtime.Runtime(
         settings=s,
-        clients=clients.build(args.kubeconfig, pool_size=s.max_workers),
+        kube=kube,
+        endpoint=ep,
         holder=os.environ.get("HOSTNAME", socket.gethostname()),
+        parts=parts,
     )
-    import_handlers(part_modules(s.parts))
+    load_parts(parts)
     port = s.own_metrics_port if args.metrics_port is None else args.metrics_port
     if port:
         # The cost exporter and the anomaly metrics register into prometheus_client's default REGISTRY.

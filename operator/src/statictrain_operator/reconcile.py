@@ -19,6 +19,8 @@ from statictrain import api
 from . import children
 from .settings import Settings
 
+__all__ = ["Plan", "desired_children", "plan"]
+
 
 @dataclass(frozen=True)
 class Plan:

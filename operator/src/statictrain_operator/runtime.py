@@ -1,40 +1,66 @@
-"""What handlers need at run time, built once by main and passed through kopf's memo."""
+"""What every part needs at run time, built once by main and passed through kopf's memo.
+
+Settings (validated before kopf starts), the one Kube port, the one clock, the
+endpoint kopf's watches log in with, and the kopf index of every
+StaticTrainingJob (the single source of the job list, set at startup).
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from .kube.clients import Clients
+from .kube.endpoint import Endpoint
+from .kube.port import Kube
 from .settings import Settings
 
+__all__ = ["HEARTBEAT_LEASE", "JobIndex", "Runtime", "job_views", "of", "utc_now"]
+
 HEARTBEAT_LEASE = "statictrain-operator-heartbeat"
+
+JobIndex = Mapping[Any, Any]
+"""kopf's trainingjobs_index: (namespace, name) -> store of views (metadata, spec, status)."""
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def job_views(index: JobIndex) -> list[dict[str, Any]]:
+    """Every StaticTrainingJob in the index (metadata, spec, status), in a stable order."""
+    out = []
+    for key in sorted(index.keys()):
+        for view in list(index.get(key) or ()):
+            out.append({"metadata": dict(view["metadata"]), "spec": dict(view["spec"]), "status": dict(view["status"])})
+    return out
+
+
 @dataclass
 class Runtime:
-    """Settings, API clients and the clock; plus the last heartbeat seen and the background tasks."""
+    """Settings, the API port and the clock; plus the last heartbeat seen and the background tasks."""
 
     settings: Settings
-    clients: Clients
+    kube: Kube
     holder: str
     """Identity written into the heartbeat Lease (the pod name)."""
+    endpoint: Endpoint | None = None
+    """Server and credentials of kopf's own watches (the same cluster as ``kube``)."""
     clock: Callable[[], datetime] = utc_now
     started: datetime = field(default_factory=utc_now)
     """When the operator started (the heartbeat's age counts from here until the first one)."""
+    parts: Mapping[str, Any] = field(default_factory=dict)
+    """Settings of the optional parts that are switched on, by part name (validated by main)."""
     heartbeat_seen: datetime | None = None
     """When the watch last delivered a renewed heartbeat Lease."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     """Background loops started at startup, cancelled at cleanup."""
     converger: Any = None
     """The converger.Converger, built at startup once kopf's indexes exist."""
+    index: JobIndex = field(default_factory=dict)
+    """kopf's index of every StaticTrainingJob, set at startup."""
 
     def heartbeat_verdict(self) -> tuple[bool, str]:
         """(healthy, message): unhealthy after 6 heartbeat periods without one arriving through the watch."""
@@ -44,6 +70,16 @@ class Runtime:
         if age > 6 * self.settings.heartbeat_s:
             return False, f"no heartbeat through the watch for {age:.0f}s: the watch looks dead"
         return True, f"{age:.1f}s"
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The StaticTrainingJob's latest view from the index, or None."""
+        store = self.index.get((namespace, name))
+        view = next(iter(store), None) if store else None
+        return None if view is None else {"metadata": view["metadata"], "spec": view["spec"], "status": view["status"]}
+
+    def jobs(self) -> list[dict[str, Any]]:
+        """Every StaticTrainingJob from the index (no API call)."""
+        return job_views(self.index)
 
 
 def of(memo: Any) -> Runtime:

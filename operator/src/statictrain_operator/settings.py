@@ -13,6 +13,8 @@ from typing import Any
 
 from statictrain import envconfig
 
+__all__ = ["ENV_PREFIX", "Settings", "SettingsError", "from_env", "from_os_environ"]
+
 ENV_PREFIX = "STATICTRAIN_OPERATOR_"
 
 
@@ -74,15 +76,15 @@ class Settings:
     heartbeat_s: float = 10.0
     """Seconds between heartbeats through the watch; the liveness probe fails after 6 missed ones."""
     heartbeat_namespace: str = ""
-    """Namespace of the heartbeat ConfigMap (the operator's own); empty disables the heartbeat."""
+    """Namespace of the heartbeat Lease (the operator's own); empty disables the heartbeat."""
     resync_s: float = 30.0
     """Seconds between full re-convergences of every job (catches anything an event missed)."""
     ttl_sweep_s: float = 1.0
     """Seconds between sweeps for finished jobs whose ttlSecondsAfterFinished has passed."""
-    parts: tuple[str, ...] = ("cost", "anomaly")
-    """Optional parts whose handlers run (statictrain_operator.<part>.handlers), comma-separated."""
+    parts: tuple[str, ...] = ("progress", "cost", "anomaly")
+    """Optional parts switched on (progress, cost, anomaly), comma-separated; each reads its own settings."""
     max_workers: int = 32
-    """Threads (and pooled connections) running the synchronous Kubernetes client calls."""
+    """Pooled connections to the API server (and kopf's threads for synchronous handlers)."""
 
 
 def from_env(environ: Mapping[str, str]) -> Settings:

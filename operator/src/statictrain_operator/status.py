@@ -15,13 +15,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from statictrain import api
+from statictrain.conditions import LIFECYCLE_TYPES, Reason, set_condition, timestamp
 
 from . import children
 
-
-def timestamp(now: datetime) -> str:
-    """RFC 3339 UTC with second precision, as Kubernetes writes times."""
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+__all__ = ["Verdict", "compute", "conditions_for", "parse_timestamp", "timestamp", "ttl_remaining", "verdict"]
 
 
 def parse_timestamp(value: str) -> datetime:
@@ -49,17 +47,17 @@ def verdict(spec: api.Spec, job: Mapping[str, Any] | None, current: api.Status) 
     suspended = bool(spec.get("suspend", False))
     if job is None:
         if suspended:
-            return Verdict("Suspended", "Suspended", "spec.suspend is true; no workers exist")
-        return Verdict("Pending", "WorkersMissing", "the worker Job does not exist yet")
+            return Verdict("Suspended", Reason.SUSPENDED, "spec.suspend is true; no workers exist")
+        return Verdict("Pending", Reason.WORKERS_MISSING, "the worker Job does not exist yet")
     done = _job_condition(job, "SuccessCriteriaMet", "Complete")
     if done is not None:
-        return Verdict("Succeeded", "Completed", done.get("message") or "worker 0 finished")
+        return Verdict("Succeeded", Reason.COMPLETED, done.get("message") or "worker 0 finished")
     failed = _job_condition(job, "FailureTarget", "Failed")
     if failed is not None:
-        reason = failed.get("reason") or "WorkersFailed"
+        reason = failed.get("reason") or Reason.WORKERS_FAILED
         return Verdict("Failed", reason, failed.get("message") or "the workers failed")
     if (job.get("spec") or {}).get("suspend"):
-        return Verdict("Suspended", "Suspended", "spec.suspend is true; worker pods were deleted")
+        return Verdict("Suspended", Reason.SUSPENDED, "spec.suspend is true; worker pods were deleted")
     js = job.get("status") or {}
     want = int((job.get("spec") or {}).get("parallelism") or 0)
     ready = int(js.get("ready") or 0)
@@ -69,13 +67,13 @@ def verdict(spec: api.Spec, job: Mapping[str, Any] | None, current: api.Status) 
             "step"
         )
         if compiling:
-            return Verdict("Compiling", "Compiling", f"{ready}/{want} workers ready, compiling")
-        return Verdict("Running", "WorkersReady", f"{ready}/{want} workers ready")
+            return Verdict("Compiling", Reason.COMPILING, f"{ready}/{want} workers ready, compiling")
+        return Verdict("Running", Reason.WORKERS_READY, f"{ready}/{want} workers ready")
     if failures:
         return Verdict(
-            "Restarting", "WorkerFailed", f"{failures} worker pod failure(s); {ready}/{want} ready"
+            "Restarting", Reason.WORKER_FAILED, f"{failures} worker pod failure(s); {ready}/{want} ready"
         )
-    return Verdict("Created", "WorkersStarting", f"{ready}/{want} workers ready")
+    return Verdict("Created", Reason.WORKERS_STARTING, f"{ready}/{want} workers ready")
 
 
 _CONDITION_OF_PHASE: Mapping[str, api.ConditionType] = {
@@ -88,38 +86,17 @@ _CONDITION_OF_PHASE: Mapping[str, api.ConditionType] = {
 }
 
 
-def set_condition(
-    conditions: Sequence[api.Condition], new: api.Condition, now: datetime
-) -> list[api.Condition]:
-    """Conditions with `new` in place of its type; lastTransitionTime moves only when status changes."""
-    out: list[api.Condition] = []
-    found = False
-    for cond in conditions:
-        if cond.get("type") != new["type"]:
-            out.append(cond)
-            continue
-        found = True
-        changed = cond.get("status") != new["status"]
-        merged: api.Condition = {**new}
-        merged["lastTransitionTime"] = (
-            timestamp(now) if changed else cond.get("lastTransitionTime", timestamp(now))
-        )
-        out.append(merged)
-    if not found:
-        out.append({**new, "lastTransitionTime": timestamp(now)})
-    return out
-
-
 def conditions_for(
     v: Verdict, job_exists: bool, generation: int, current: Sequence[api.Condition], now: datetime
 ) -> list[api.Condition]:
-    """Created is always present; the others appear once true and turn False when the phase moves on."""
-    conds = list(current)
+    """The lifecycle conditions (the converger's): Created is always present; the others appear once
+    true and turn False when the phase moves on. Other parts' conditions in ``current`` are left out."""
+    conds = [c for c in current if c.get("type") in LIFECYCLE_TYPES]
     created: api.Condition = (
         {
             "type": "Created",
             "status": "True",
-            "reason": "WorkersCreated",
+            "reason": Reason.WORKERS_CREATED,
             "message": "worker Job and Service exist",
         }
         if job_exists
@@ -135,7 +112,7 @@ def conditions_for(
             new = {
                 "type": ctype,
                 "status": "False",
-                "reason": "PhaseChanged",
+                "reason": Reason.PHASE_CHANGED,
                 "message": f"phase is {v.phase}",
             }
         else:
@@ -180,11 +157,6 @@ def compute(
     if v.phase in api.FINISHED_PHASES:
         out["completionTime"] = current.get("completionTime") or js.get("completionTime") or timestamp(now)
     return out
-
-
-def changed_fields(current: Mapping[str, Any], desired: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of `desired` that differ from `current` (a merge patch for status)."""
-    return {k: v for k, v in desired.items() if current.get(k) != v}
 
 
 def ttl_remaining(spec: api.Spec, current: api.Status, now: datetime) -> timedelta | None:

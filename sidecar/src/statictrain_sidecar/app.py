@@ -15,6 +15,7 @@ from statictrain.channel import STEPS_FILE
 
 from .collector import SidecarCollector
 from .nvml import GpuSampler, NvmlApi
+from .pod_gpus import reader
 from .profiles import ProfileRequests
 from .sampling import SamplingLoop
 from .server import SidecarHTTPServer, make_server
@@ -125,7 +126,9 @@ def build(settings: Settings, nvml: NvmlApi | None, clocks: Clocks | None = None
 
     Raises SettingsError when the profile token file is set but unusable."""
     clocks = clocks or Clocks()
-    gpus = GpuSampler(nvml, select=settings.gpus, enabled=settings.nvml, logger=_log)
+    # With a channel and no explicit GPU list, report the GPUs the pod's trainer publishes.
+    published = reader(settings.stats_dir) if settings.stats_dir is not None and not settings.gpus else None
+    gpus = GpuSampler(nvml, select=settings.gpus, enabled=settings.nvml, logger=_log, published=published)
     tailer = ChannelTailer(settings.stats_dir / STEPS_FILE) if settings.stats_dir is not None else None
     malformed_logged = [0]
 
@@ -154,6 +157,7 @@ def build(settings: Settings, nvml: NvmlApi | None, clocks: Clocks | None = None
             feed,
             version=_version(),
             profile_outcomes=(lambda: dict(profiles.outcomes)) if profiles is not None else None,
+            dcgm=settings.dcgm,
         )
     )
     tasks: list[tuple[str, Callable[[], None]]] = [

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from statictrain import metrics
+from statictrain.channel import CACHE_STATUSES
 
-from .nvml import GpuSampler, Value
+from .nvml import GpuReading, GpuSampler, Value
 from .settings import Identity
 from .training import STEP_SECONDS_BUCKETS, TrainingFeed, TrainingSnapshot
 
@@ -60,6 +61,7 @@ class SidecarCollector(Collector):
         *,
         version: str,
         profile_outcomes: Callable[[], dict[str, int]] | None = None,
+        dcgm: bool = False,
     ) -> None:
         self._identity = identity
         self._base = identity.label_values()
@@ -67,6 +69,7 @@ class SidecarCollector(Collector):
         self._training = training
         self._version = version
         self._profile_outcomes = profile_outcomes
+        self._dcgm = dcgm
 
     def describe(self) -> list[Metric]:
         """Nothing up front: registering must not query NVML."""
@@ -75,7 +78,10 @@ class SidecarCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         """Every family, from values read now."""
         yield from self._sidecar()
-        yield from self._gpu()
+        readings = self._gpus.read()
+        yield from self._gpu(readings)
+        if self._dcgm:
+            yield from _dcgm(readings, self._identity)
         yield from self._train(self._training.snapshot())
 
     # --- families
@@ -96,7 +102,7 @@ class SidecarCollector(Collector):
             metrics.GPU_AVAILABLE,
             "1 when NVML works and sees the pod's GPUs; 0 with "
             "the reason (disabled, nvml_missing, nvml_init_failed, no_devices, "
-            "gpu_not_found).",
+            "gpu_not_found, waiting_for_trainer).",
             labels=self._labels("reason"),
         )
         avail.add_metric([*self._base, status.reason], 1 if status.available else 0)
@@ -111,8 +117,7 @@ class SidecarCollector(Collector):
                 outcomes.add_metric([*self._base, outcome], n)
             yield outcomes
 
-    def _gpu(self) -> Iterator[Metric]:
-        readings = self._gpus.read()
+    def _gpu(self, readings: list[GpuReading]) -> Iterator[Metric]:
         if not readings:
             return
         by_metric: dict[str, list[tuple[list[str], Value]]] = defaultdict(list)
@@ -206,6 +211,14 @@ class SidecarCollector(Collector):
             "1 when the compile cache was found and loaded.",
             1.0 if r.cache_hit else 0.0,
         )
+        status = GaugeMetricFamily(
+            metrics.TRAIN_COMPILE_CACHE_STATUS,
+            "1, labelled with why the compile cache hit or missed (unknown: the trainer did not say).",
+            labels=self._labels("status"),
+        )
+        known = r.cache_status if r.cache_status in CACHE_STATUSES else ("other" if r.cache_status else "unknown")
+        status.add_metric([*base, known], 1.0)
+        yield status
         yield from gauge(
             metrics.TRAIN_GRAPH_BREAKS, "torch.compile graph breaks in this process.", r.graph_breaks
         )
@@ -229,6 +242,32 @@ class SidecarCollector(Collector):
             yield ranks
 
 
+DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "namespace", "pod")
+"""dcgm-exporter's label names (with its Kubernetes pod mapping)."""
+_DCGM: tuple[tuple[str, str, str, float], ...] = (
+    # DCGM name, our metric, help, scale
+    (metrics.DCGM_GPU_UTIL, metrics.GPU_UTILIZATION_RATIO, "GPU utilization (in %).", 100.0),
+    (metrics.DCGM_POWER_USAGE, metrics.GPU_POWER_WATTS, "Power draw (in W).", 1.0),
+    (metrics.DCGM_FB_USED, metrics.GPU_MEMORY_USED_BYTES, "Framebuffer memory used (in MiB).", 1.0 / 2**20),
+)
+DCGM_METRICS: tuple[str, ...] = tuple(name for name, *_ in _DCGM)
+"""The DCGM-compatible names exported when enabled (documented in sidecar/README.md)."""
+
+
+def _dcgm(readings: list[GpuReading], identity: Identity) -> Iterator[Metric]:
+    """The same NVML readings as dcgm-exporter names, units and labels them."""
+    for name, source, help_text, scale in _DCGM:
+        family = GaugeMetricFamily(name, help_text, labels=list(DCGM_LABELS))
+        for reading in readings:
+            d = reading.device
+            for v in reading.values:
+                if v.metric == source:
+                    labels = [str(d.index), d.uuid, f"nvidia{d.index}", d.model, identity.namespace, identity.pod]
+                    family.add_metric(labels, v.value * scale)
+        if family.samples:
+            yield family
+
+
 def _le(bound: float) -> str:
     return repr(float(bound))
 
@@ -249,6 +288,7 @@ EXPORTED_METRICS: tuple[str, ...] = (
     metrics.TRAIN_LOSS,
     metrics.TRAIN_COMPILE_SECONDS,
     metrics.TRAIN_COMPILE_CACHE_HIT,
+    metrics.TRAIN_COMPILE_CACHE_STATUS,
     metrics.TRAIN_GRAPH_BREAKS,
     metrics.TRAIN_RECOMPILES,
     metrics.TRAIN_MFU_RATIO,

@@ -108,7 +108,7 @@ class GpuStatus:
 
     available: bool
     reason: str
-    """ok | disabled | nvml_missing | nvml_init_failed | no_devices | gpu_not_found"""
+    """ok | disabled | nvml_missing | nvml_init_failed | no_devices | gpu_not_found | waiting_for_trainer"""
     detail: str = ""
     driver_version: str = ""
 
@@ -173,9 +173,7 @@ def _energy(nvml: NvmlApi, h: Any) -> list[Value]:
 
 
 def _temperature(nvml: NvmlApi, h: Any) -> list[Value]:
-    return [
-        Value(metrics.GPU_TEMPERATURE_CELSIUS, float(nvml.nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU)))
-    ]
+    return [Value(metrics.GPU_TEMPERATURE_CELSIUS, float(nvml.nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU)))]
 
 
 def _sm_clock(nvml: NvmlApi, h: Any) -> list[Value]:
@@ -200,7 +198,6 @@ _QUERIES: tuple[tuple[str, Callable[[NvmlApi, Any], list[Value]]], ...] = (
     ("ecc_corrected", _ecc(NVML_MEMORY_ERROR_TYPE_CORRECTED, "corrected")),
     ("ecc_uncorrected", _ecc(NVML_MEMORY_ERROR_TYPE_UNCORRECTED, "uncorrected")),
 )
-QUERY_NAMES = (*(name for name, _ in _QUERIES), "fields", "xid_events")
 
 
 class GpuSampler:
@@ -213,10 +210,19 @@ class GpuSampler:
         select: Sequence[str] = (),
         enabled: bool = True,
         logger: logging.Logger | None = None,
+        published: Callable[[], tuple[str, ...]] | None = None,
     ) -> None:
-        """``nvml`` is the pynvml module, a fake, or None when it could not be imported."""
+        """``nvml`` is the pynvml module, a fake, or None when it could not be imported.
+
+        ``select``: GPUs to report (indices or UUIDs); else ``published``, when given, says
+        which GPUs the pod's trainer runs on (pod_gpus.reader): until it names any, the
+        sampler reports none (reason waiting_for_trainer) and looks again at each tick.
+        Without either, every GPU NVML sees is reported.
+        """
         self._nvml = nvml
         self._select = tuple(select)
+        self._published = published
+        self._visible: list[GpuDevice] = []
         self._enabled = enabled
         self._log = logger or logging.getLogger(__name__)
         self._lock = threading.Lock()
@@ -266,32 +272,60 @@ class GpuSampler:
         except Exception as e:
             self._shutdown()
             return GpuStatus(False, "nvml_init_failed", f"listing GPUs failed: {e}")
-        if self._select:
-            wanted = set(self._select)
-            chosen = [d for d in devices if str(d.index) in wanted or d.uuid in wanted]
-            missing = wanted - {str(d.index) for d in chosen} - {d.uuid for d in chosen}
-            if missing:
-                self._shutdown()
-                seen = ", ".join(f"{d.index}={d.uuid}" for d in devices) or "none"
-                return GpuStatus(
-                    False,
-                    "gpu_not_found",
-                    f"GPUs {sorted(missing)} asked for are not visible (visible: {seen})",
-                )
-            devices = chosen
+        self._visible = devices
         if not devices:
             self._shutdown()
             return GpuStatus(False, "no_devices", "NVML works but sees no GPU in this container")
+        if self._select:
+            return self._choose(self._select, driver)
+        if self._published is not None:
+            published = self._published()
+            if published:
+                return self._choose(published, driver)
+            return GpuStatus(
+                False,
+                "waiting_for_trainer",
+                f"{len(devices)} GPU(s) visible; reporting those the trainer publishes once it starts",
+                driver_version=driver,
+            )
         self.devices = tuple(devices)
         self._register_xid_events()
         return GpuStatus(True, "ok", driver_version=driver)
 
+    def _choose(self, wanted_ids: Sequence[str], driver: str) -> GpuStatus:
+        """Keep the visible GPUs named by index or UUID; gpu_not_found when one is missing."""
+        devices = self._visible
+        wanted = set(wanted_ids)
+        chosen = [d for d in devices if str(d.index) in wanted or d.uuid in wanted]
+        missing = wanted - {str(d.index) for d in chosen} - {d.uuid for d in chosen}
+        if missing:
+            self._shutdown()
+            seen = ", ".join(f"{d.index}={d.uuid}" for d in devices) or "none"
+            return GpuStatus(
+                False,
+                "gpu_not_found",
+                f"GPUs {sorted(missing)} asked for are not visible (visible: {seen})",
+            )
+        self.devices = tuple(chosen)
+        self._register_xid_events()
+        return GpuStatus(True, "ok", driver_version=driver)
+
+    def _adopt_published(self) -> None:
+        """While waiting for the trainer: take its GPUs as soon as it names them."""
+        assert self._published is not None
+        published = self._published()
+        if not published:
+            return
+        self.status = self._choose(published, self.status.driver_version)
+        if self.status.available:
+            self._log.info("reporting the trainer's GPU(s): %s", ", ".join(f"{d.index}={d.uuid}" for d in self.devices))
+        else:
+            self._log.warning("trainer's GPUs not usable (%s): %s", self.status.reason, self.status.detail)
+
     def _device(self, index: int) -> GpuDevice:
         assert self._nvml is not None
         h = self._nvml.nvmlDeviceGetHandleByIndex(index)
-        return GpuDevice(
-            index, _text(self._nvml.nvmlDeviceGetUUID(h)), _text(self._nvml.nvmlDeviceGetName(h)), h
-        )
+        return GpuDevice(index, _text(self._nvml.nvmlDeviceGetUUID(h)), _text(self._nvml.nvmlDeviceGetName(h)), h)
 
     def _register_xid_events(self) -> None:
         assert self._nvml is not None
@@ -307,6 +341,9 @@ class GpuSampler:
 
     def close(self) -> None:
         """Free the event set and shut NVML down (safe to call twice)."""
+        if self.status.reason == "waiting_for_trainer":
+            self._shutdown()
+            self.status = GpuStatus(False, "closed")
         nvml = self._nvml
         if nvml is not None and self._event_set is not None:
             with contextlib.suppress(nvml.NVMLError):
@@ -405,6 +442,9 @@ class GpuSampler:
 
     def tick(self, now: float) -> None:
         """Background sample at monotonic time ``now``: integrate busy time, drain XID events."""
+        if self.status.reason == "waiting_for_trainer" and self._published is not None:
+            with self._lock:
+                self._adopt_published()
         if not self.status.available:
             return
         assert self._nvml is not None

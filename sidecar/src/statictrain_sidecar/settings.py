@@ -69,10 +69,13 @@ class Settings:
     (``STATICTRAIN_SAMPLE_INTERVAL_S``); 0.01 to 60."""
     gpus: tuple[str, ...] = ()
     """GPUs to report, as NVML indices or UUIDs (``STATICTRAIN_SIDECAR_GPUS``, comma-separated);
-    empty: every GPU NVML sees in this container."""
+    empty: the GPUs the trainer publishes on the channel (``<stats_dir>/gpus/``), or, without a
+    channel, every GPU NVML sees in this container."""
     nvml: bool = True
     """False: do not load NVML at all (``STATICTRAIN_SIDECAR_NVML=false``); the sidecar reports
     reason "disabled"."""
+    dcgm: bool = False
+    """Also export DCGM-exporter-compatible series (``STATICTRAIN_SIDECAR_DCGM=true``)."""
     profile_max_steps: int = 50
     """Largest N accepted by POST /profile?steps=N (``STATICTRAIN_PROFILE_MAX_STEPS``)."""
     profile_timeout_s: float = 600.0
@@ -122,6 +125,7 @@ class Settings:
             sample_interval_s=_number(env, envvars.SAMPLE_INTERVAL_S, d.sample_interval_s),
             gpus=gpus,
             nvml=_bool(env, envvars.SIDECAR_NVML, d.nvml),
+            dcgm=_bool(env, envvars.SIDECAR_DCGM, d.dcgm),
             profile_max_steps=_number(env, envvars.PROFILE_MAX_STEPS, d.profile_max_steps),
             profile_timeout_s=_number(env, envvars.PROFILE_TIMEOUT_S, d.profile_timeout_s),
             profile_max_bytes=_number(env, envvars.PROFILE_MAX_BYTES, d.profile_max_bytes),

@@ -5,13 +5,28 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 from statictrain import labels, metrics
+from statictrain_operator.anomaly.cluster import ClusterJobApi
+from statictrain_operator.kube import endpoint
+from statictrain_operator.kube.blocking import LoopThread
+from statictrain_operator.kube.http import HttpKube
 
 from .helpers import CRD, Trainer, free_port
+
+
+@pytest.fixture(scope="module")
+def job_api(cluster: Any) -> Iterator[ClusterJobApi]:
+    """The anomaly part's JobApi over the Kube port on the real API server (a loop in a thread, as in the
+    operator, where the evaluation runs in a worker thread)."""
+    kube = HttpKube(endpoint.load(str(cluster.kubeconfig)))
+    with LoopThread() as call:
+        yield ClusterJobApi(kube, call, lambda: datetime.now(UTC))
+        call(kube.close())
 
 
 @pytest.fixture(scope="module")

@@ -16,9 +16,7 @@ from statictrain import labels
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE, Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.cost.prom import HttpPrometheus
-from statictrain_operator.kube.clients import build
-from statictrain_operator.kube.remediate import KubeJobApi
+from statictrain_operator.prom import HttpPrometheus
 
 CRD = Path(__file__).resolve().parents[3] / "crds" / "statictrain.io_statictrainingjobs.yaml"
 
@@ -56,12 +54,12 @@ def settings(cluster: Any, **over: Any) -> AnomalySettings:
     return replace(base, **over)
 
 
-def evaluator(cluster: Any, s: AnomalySettings, api: Any = None) -> Evaluator:
-    clients = build(str(cluster.kubeconfig))
+def evaluator(api: Any, s: AnomalySettings) -> Evaluator:
+    """An Evaluator over ``api`` (the job_api fixture: the Kube port on the real API server, or a wrapper)."""
     return Evaluator(
         s,
         HttpPrometheus(s.prometheus_url, s.query_timeout_s),
-        api or KubeJobApi(clients.custom, clients.core),
+        api,
         AnomalyMetrics(CollectorRegistry()),
         lambda: datetime.now(UTC),
     )

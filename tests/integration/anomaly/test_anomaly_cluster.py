@@ -18,11 +18,10 @@ import pytest
 from statictrain import labels
 from statictrain_localcluster.waiting import eventually
 from statictrain_operator.anomaly import history as hist
+from statictrain_operator.anomaly.cluster import ClusterJobApi
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE
 from statictrain_operator.anomaly.remediation import ActionKind, Intent
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.kube.clients import build
-from statictrain_operator.kube.remediate import KubeJobApi
 
 from .helpers import (
     CRD,
@@ -40,12 +39,12 @@ pytestmark = pytest.mark.cluster
 
 
 def test_3x_step_time_regression_gets_an_event_and_is_reverted_once(
-    cluster: Any, namespace: str, crd: None, steps: Callable[..., Trainer]
+    cluster: Any, namespace: str, crd: None, job_api: Any, steps: Callable[..., Trainer]
 ) -> None:
     name = "regress"
     create_job(cluster, namespace, name, "Auto")
     trainer = steps(name, 0.1)
-    ev = evaluator(cluster, settings(cluster))
+    ev = evaluator(job_api, settings(cluster))
 
     def good_recorded() -> bool:
         ev.evaluate(get_job(cluster, namespace, name))
@@ -95,7 +94,9 @@ def test_3x_step_time_regression_gets_an_event_and_is_reverted_once(
     )
 
 
-def test_prometheus_down_means_no_action_and_a_condition_saying_why(cluster: Any, namespace: str, crd: None) -> None:
+def test_prometheus_down_means_no_action_and_a_condition_saying_why(
+    cluster: Any, namespace: str, crd: None, job_api: Any
+) -> None:
     name = "blind"
     create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
     cluster.kubectl(
@@ -110,7 +111,7 @@ def test_prometheus_down_means_no_action_and_a_condition_saying_why(cluster: Any
         json.dumps({"status": {"cost": {"usd": "5.00"}}}),
     )
     dead = f"http://127.0.0.1:{free_port()}"
-    ev = evaluator(cluster, settings(cluster, prometheus_url=dead, query_timeout_s=2))
+    ev = evaluator(job_api, settings(cluster, prometheus_url=dead, query_timeout_s=2))
     out = ev.evaluate(get_job(cluster, namespace, name))
     assert out.applied == [] and out.data_problem and "Prometheus" in out.data_problem
     job = get_job(cluster, namespace, name)
@@ -130,7 +131,7 @@ class OperatorKilled(BaseException):
 class CrashAfterIntent:
     """The real API, but the first action "kills the operator" right after its intent is recorded."""
 
-    def __init__(self, real: KubeJobApi) -> None:
+    def __init__(self, real: ClusterJobApi) -> None:
         self.real = real
 
     def __getattr__(self, name: str) -> Any:
@@ -141,48 +142,45 @@ class CrashAfterIntent:
 
 
 def test_operator_restart_mid_action_completes_it_once(
-    cluster: Any, namespace: str, crd: None, steps: Callable[..., Trainer]
+    cluster: Any, namespace: str, crd: None, job_api: Any, steps: Callable[..., Trainer]
 ) -> None:
-    name = "spender"
-    create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
-    steps(name, 0.1)
+    name = "shrinker"
+    create_job(cluster, namespace, name, "Auto", replicas=4, elastic={"minReplicas": 1, "maxReplicas": 4})
+    steps(name, 0.1, gpu_util=0.01)
     s = settings(cluster)
-    clients = build(str(cluster.kubeconfig))
-    real = KubeJobApi(clients.custom, clients.core)
-    eventually(lambda: ev_ok(cluster, s, namespace, name), 90, "step-time samples in Prometheus")
-    cluster.kubectl(
-        "patch",
-        labels.PLURAL,
-        name,
-        "-n",
-        namespace,
-        "--subresource=status",
-        "--type=merge",
-        "-p",
-        json.dumps({"status": {"cost": {"usd": "5.00"}}}),
-    )
-    with pytest.raises(OperatorKilled):
-        evaluator(cluster, s, CrashAfterIntent(real)).evaluate(get_job(cluster, namespace, name))
+    real = job_api
+    eventually(lambda: ev_ok(job_api, s, namespace, name), 90, "step-time samples in Prometheus")
+    crashing = evaluator(CrashAfterIntent(real), s)
+
+    def killed_mid_action() -> bool:
+        try:
+            crashing.evaluate(get_job(cluster, namespace, name))
+        except OperatorKilled:
+            return True
+        return False
+
+    eventually(killed_mid_action, 90, "the first action (the operator dies right after recording it)")
     job = get_job(cluster, namespace, name)
     record = hist.loads(job["metadata"]["annotations"][hist.ANNOTATION])
-    assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SUSPEND, False)]
-    assert job["spec"].get("suspend", False) is False
+    assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SCALE_DOWN, False)]
+    assert job["spec"]["replicas"] == 4
 
-    restarted = evaluator(cluster, s)  # a new process: nothing in memory, only what the API server holds
+    fresh = ClusterJobApi(job_api.kube, job_api.call, job_api.clock)  # a new process: nothing in memory
+    restarted = evaluator(fresh, s)  # only what the API server holds
     out = restarted.evaluate(get_job(cluster, namespace, name))
-    assert out.applied == ["Suspend"]
+    assert out.applied == ["ScaleDown"]
     for _ in range(2):
         assert restarted.evaluate(get_job(cluster, namespace, name)).applied == []
     job = get_job(cluster, namespace, name)
-    assert job["spec"]["suspend"] is True
+    assert job["spec"]["replicas"] == 2
     record = hist.loads(job["metadata"]["annotations"][hist.ANNOTATION])
-    assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SUSPEND, True)]
-    assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationSuspend") == 1
+    assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SCALE_DOWN, True)]
+    assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationScaleDown") == 1
 
 
-def ev_ok(cluster: Any, s: AnomalySettings, ns: str, name: str) -> bool:
+def ev_ok(job_api: Any, s: AnomalySettings, ns: str, name: str) -> bool:
     """True once Prometheus holds enough step-time points for the detector to judge."""
-    ev = evaluator(cluster, replace(s, stabilization_s=1e9))
+    ev = evaluator(job_api, replace(s, stabilization_s=1e9))
     _, _, problem = ev.fetch(name, ns, datetime.now(UTC))
     if problem is not None:
         return False
@@ -191,12 +189,12 @@ def ev_ok(cluster: Any, s: AnomalySettings, ns: str, name: str) -> bool:
 
 
 def test_idle_gpus_shrink_an_elastic_job_toward_min_replicas_once(
-    cluster: Any, namespace: str, crd: None, steps: Callable[..., Trainer]
+    cluster: Any, namespace: str, crd: None, job_api: Any, steps: Callable[..., Trainer]
 ) -> None:
     name = "idler"
     create_job(cluster, namespace, name, "Auto", replicas=4, elastic={"minReplicas": 1, "maxReplicas": 4})
     steps(name, 0.1, gpu_util=0.01)
-    ev = evaluator(cluster, settings(cluster))
+    ev = evaluator(job_api, settings(cluster))
 
     def shrunk() -> dict[str, Any] | None:
         ev.evaluate(get_job(cluster, namespace, name))

@@ -1,8 +1,8 @@
 """The anomaly timer inside the real operator process (statictrain-operator, parts=anomaly).
 
-A job over its budget (onExceeded: Suspend, remediation Auto) with step times
-in Prometheus is suspended by the kopf timer exactly once, and a SIGKILLed and
-restarted operator does not act again.
+An elastic job whose GPUs sit idle (remediation Auto) with step times in
+Prometheus is scaled down by the anomaly loop exactly once, and a SIGKILLed and
+restarted operator does not act again. (Budgets are the cost part's: not here.)
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def intents(cluster: Any, namespace: str, name: str) -> list[Intent]:
     return list(hist.loads(ann).history.intents)
 
 
-def test_timer_suspends_over_budget_job_once_across_a_restart(
+def test_loop_scales_down_an_idle_job_once_across_a_restart(
     cluster: Any,
     namespace: str,
     crd: None,
@@ -99,16 +99,14 @@ def test_timer_suspends_over_budget_job_once_across_a_restart(
     *,
     tmp_path: Path,
 ) -> None:
-    name = "overspend"
-    create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
-    steps(name, 0.1)
-    cost = json.dumps({"status": {"cost": {"usd": "5.00"}}})
-    cluster.kubectl("patch", labels.PLURAL, name, "-n", namespace, "--subresource=status", "--type=merge", "-p", cost)
+    name = "idler"
+    create_job(cluster, namespace, name, "Auto", replicas=4, elastic={"minReplicas": 1, "maxReplicas": 4})
+    steps(name, 0.1, gpu_util=0.01)
     first = operator()
     eventually(
-        lambda: get_job(cluster, namespace, name)["spec"].get("suspend") is True,
+        lambda: get_job(cluster, namespace, name)["spec"].get("replicas") == 2,
         120,
-        "the job to be suspended",
+        "the job to be scaled down to 2 replicas",
     )
     eventually(
         lambda: [i.done for i in intents(cluster, namespace, name)] == [True],
@@ -121,9 +119,9 @@ def test_timer_suspends_over_budget_job_once_across_a_restart(
     first.send_signal(signal.SIGKILL)
     first.wait(30)
 
-    # A user resumes the job by hand; the restarted operator must respect that edit (user wins)
+    # A user scales the job back up by hand; the restarted operator must respect that edit (user wins)
     # and must not repeat the action it already took.
-    resume = json.dumps({"spec": {"suspend": False}})
+    resume = json.dumps({"spec": {"replicas": 4}})
     cluster.kubectl("patch", labels.PLURAL, name, "-n", namespace, "--type=merge", "-p", resume)
     second = operator(log_name="second")
     log = tmp_path / "operator-second.log"
@@ -136,6 +134,6 @@ def test_timer_suspends_over_budget_job_once_across_a_restart(
     finally:
         second.send_signal(signal.SIGTERM)
         second.wait(60)
-    assert get_job(cluster, namespace, name)["spec"]["suspend"] is False
-    assert [i.action.value for i in intents(cluster, namespace, name)] == ["Suspend"]
-    assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationSuspend") == 1
+    assert get_job(cluster, namespace, name)["spec"]["replicas"] == 4
+    assert [i.action.value for i in intents(cluster, namespace, name)] == ["ScaleDown"]
+    assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationScaleDown") == 1

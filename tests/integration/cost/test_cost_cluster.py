@@ -31,12 +31,15 @@ from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.waiting import eventually
 from statictrain_operator.cost.annotator import PRICE_NOTES
 from statictrain_operator.cost.budgets import BUDGET_ACTED
+from statictrain_operator.cost.cluster import ClusterCost
 from statictrain_operator.cost.handlers import CostRuntime
-from statictrain_operator.cost.progress_sync import ProgressSync
-from statictrain_operator.cost.prom import HttpPrometheus
 from statictrain_operator.cost.settings import CostSettings
-from statictrain_operator.kube.clients import build
-from statictrain_operator.kube.costs import KubeCostClient
+from statictrain_operator.kube import endpoint
+from statictrain_operator.kube.blocking import Blocking, LoopThread
+from statictrain_operator.kube.http import HttpKube
+from statictrain_operator.kube.port import STJ
+from statictrain_operator.progress.sync import ProgressSync
+from statictrain_operator.prom import HttpPrometheus
 
 pytestmark = pytest.mark.cluster
 
@@ -44,8 +47,6 @@ ROOT = Path(__file__).resolve().parents[3]
 CRD = ROOT / "crds" / "statictrain.io_statictrainingjobs.yaml"
 TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 P5_OD = {labels.INSTANCE_TYPE: "p5.48xlarge", labels.CAPACITY_TYPE: "on-demand"}
-
-
 
 
 def free_port() -> int:
@@ -65,12 +66,38 @@ def crd(cluster: LocalCluster) -> None:
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}")
 
 
+@pytest.fixture(scope="module")
+def kube(cluster: LocalCluster) -> Iterator[tuple[HttpKube, Blocking]]:
+    """The Kube port on the real API server, on a loop in a thread (the operator's passes run in threads too)."""
+    api = HttpKube(endpoint.load(str(cluster.kubeconfig)))
+    with LoopThread() as call:
+        yield api, call
+        call(api.close())
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def cost_runtime(settings: CostSettings, kube: tuple[HttpKube, Blocking], registry: CollectorRegistry) -> CostRuntime:
+    """The cost part with the API's job list standing in for kopf's index."""
+    api, call = kube
+
+    def jobs() -> list[dict[str, Any]]:
+        return call(api.list(STJ))
+
+    def job(namespace: str, name: str) -> dict[str, Any] | None:
+        return call(api.get(STJ, namespace, name))
+
+    return CostRuntime(settings, ClusterCost(api, call, jobs, job, now), now, registry=registry)
+
+
 @pytest.fixture
-def runtime(cluster: LocalCluster) -> Iterator[tuple[CostRuntime, str]]:
+def runtime(cluster: LocalCluster, kube: tuple[HttpKube, Blocking]) -> Iterator[tuple[CostRuntime, str]]:
     """The cost part of the operator, in-process, its metrics scraped by the cluster's Prometheus."""
     registry = CollectorRegistry()
     settings = CostSettings(prometheus_url=cluster.prometheus_url, interval_s=1.0, query_step_s=1.0)
-    rt = CostRuntime(settings, clients=build(str(cluster.kubeconfig)), registry=registry)
+    rt = cost_runtime(settings, kube, registry)
     port = free_port()
     server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
     job = f"st-cost-operator-{uuid.uuid4().hex[:6]}"
@@ -174,7 +201,9 @@ def test_annotator_prices_every_fake_gpu_node(cluster: LocalCluster, runtime: tu
         count = int(n["status"]["capacity"][labels.GPU_RESOURCE])
         assert Decimal(ann[labels.GPU_HOURLY_COST]) * count == pytest.approx(Decimal(ann[labels.HOURLY_COST]))
     cpu = [n for n in after.values() if n not in gpu]
-    assert all(labels.HOURLY_COST not in (n["metadata"].get("annotations") or {}) for n in cpu)
+    for n in cpu:  # CPU-only nodes are priced too, at default per-core/GiB rates, flagged
+        ann = n["metadata"].get("annotations") or {}
+        assert ann.get(labels.PRICE_SOURCE) == "fallback" and "CPU-only" in ann.get(PRICE_NOTES, ""), ann
     by_type: dict[tuple[str, str], Decimal] = {
         (
             n["metadata"]["labels"][labels.INSTANCE_TYPE],
@@ -187,13 +216,13 @@ def test_annotator_prices_every_fake_gpu_node(cluster: LocalCluster, runtime: tu
 
 
 def test_custom_prices_from_a_configmap_win_and_go_away_again(
-    cluster: LocalCluster, namespace: str, runtime: tuple[CostRuntime, str]
+    cluster: LocalCluster, namespace: str, runtime: tuple[CostRuntime, str], kube: tuple[HttpKube, Blocking]
 ) -> None:
     rt, _ = runtime
     csv = "instance_type,region,capacity_type,hourly_usd,gpu_count\np5.48xlarge,*,on-demand,55.04,8\n"
     cluster.kubectl("create", "configmap", "prices", "-n", namespace, f"--from-literal=prices.csv={csv}")
     settings = CostSettings(prometheus_url=cluster.prometheus_url, custom_prices_configmap=f"{namespace}/prices")
-    custom_rt = CostRuntime(settings, clients=build(str(cluster.kubeconfig)), registry=CollectorRegistry())
+    custom_rt = cost_runtime(settings, kube, CollectorRegistry())
 
     def p5(capacity: str) -> dict[str, str]:
         nodes = kget(cluster, "nodes", "-l", f"{labels.INSTANCE_TYPE}=p5.48xlarge,{labels.CAPACITY_TYPE}={capacity}")
@@ -380,8 +409,10 @@ def test_report_errors_are_clear(cluster: LocalCluster) -> None:
 PROGRESS_POD_LABELS = [*labels.METRIC_LABELS, "pod", "pod_uid"]
 
 
-def test_progress_and_compile_reach_the_job_status(cluster: LocalCluster, namespace: str, crd: None) -> None:
-    """ProgressSync (run by the cost loop before each accounting pass) fills status.progress and
+def test_progress_and_compile_reach_the_job_status(
+    cluster: LocalCluster, namespace: str, crd: None, kube: tuple[HttpKube, Blocking]
+) -> None:
+    """ProgressSync (the progress part's pass, independent of cost) fills status.progress and
     status.compile from a stand-in sidecar's metrics in the real Prometheus; kubectl shows the step."""
     name = "progress"
     body = {
@@ -417,16 +448,13 @@ def test_progress_and_compile_reach_the_job_status(cluster: LocalCluster, namesp
     target = f"st-progress-{uuid.uuid4().hex[:6]}"
     cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
     try:
-        clients = build(str(cluster.kubeconfig))
-        sync = ProgressSync(
-            KubeCostClient(clients, lambda: datetime.now(UTC)),
-            HttpPrometheus(cluster.prometheus_url),
-            60,
-            lambda: datetime.now(UTC),
-        )
+        api, call = kube
+        listed: list[dict[str, Any]] = []  # kopf's index in the operator; here a list read before each pass
+        sync = ProgressSync(api, HttpPrometheus(cluster.prometheus_url), 60, lambda: listed, now)
 
         def status() -> dict[str, Any]:
-            sync.run_once()
+            listed[:] = call(api.list(STJ, namespace))
+            call(sync.run_once())
             out = json.loads(cluster.kubectl("get", labels.PLURAL, name, "-n", namespace, "-o", "json").stdout)
             return dict(out.get("status") or {})
 

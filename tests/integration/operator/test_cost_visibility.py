@@ -32,7 +32,7 @@ import pytest
 import yaml
 from statictrain import channel, labels, metrics
 from statictrain.promql import selector
-from statictrain_operator.cost.prom import HttpPrometheus
+from statictrain_operator.prom import HttpPrometheus
 from statictrain_sidecar.app import Sidecar, build
 from statictrain_sidecar.settings import Identity, Settings
 

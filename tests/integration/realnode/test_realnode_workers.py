@@ -16,7 +16,7 @@ import pytest
 from statictrain import metrics
 from statictrain.exitcodes import ExitCode
 from statictrain_localcluster.cluster import LocalCluster
-from statictrain_operator.cost.prom import HttpPrometheus
+from statictrain_operator.prom import HttpPrometheus
 
 from ..operator.conftest import Kube, wait_for
 from .conftest import (

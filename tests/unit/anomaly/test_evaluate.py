@@ -14,7 +14,7 @@ from statictrain_operator.anomaly.evaluate import CONDITION_TYPE, Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.remediation import History, Intent
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.cost.prom import PrometheusUnavailableError, Series
+from statictrain_operator.prom import PrometheusUnavailableError, Series
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GOOD = {"compile": {"mode": "default"}}

@@ -9,7 +9,7 @@ from statictrain.cost import Sample
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.namespaces import NamespaceEvaluator
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.cost.prom import PrometheusUnavailableError, Series
+from statictrain_operator.prom import PrometheusUnavailableError, Series
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

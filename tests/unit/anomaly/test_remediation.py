@@ -106,21 +106,15 @@ CASES = {
         want_reason="ActionApplied",
         want_apply=ActionKind.RESTART_FROM_CHECKPOINT,
     ),
-    "over-budget-suspends": Case(
+    "over-budget-is-the-cost-parts-to-enforce": Case(
         findings=[finding(FindingKind.OVER_BUDGET)],
-        want_reason="ActionApplied",
-        want_apply=ActionKind.SUSPEND,
-        want_target={"suspend": True},
-    ),
-    "over-budget-notify-only": Case(
-        findings=[finding(FindingKind.OVER_BUDGET)],
-        spec={**SPEC, "budget": {"limitUSD": "1", "onExceeded": "Notify"}},
+        spec={**SPEC, "budget": {"limitUSD": "1", "onExceeded": "Suspend"}},
         want_reason="NoAction",
     ),
-    "budget-beats-idle": Case(
+    "over-budget-does-not-block-other-actions": Case(
         findings=[finding(FindingKind.IDLE_GPU), finding(FindingKind.OVER_BUDGET)],
         want_reason="ActionApplied",
-        want_apply=ActionKind.SUSPEND,
+        want_apply=ActionKind.SCALE_DOWN,
     ),
     "cost-spike-reported-only": Case(findings=[finding(FindingKind.COST_SPIKE)], want_reason="NoAction"),
     "recommend-mode-does-not-apply": Case(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -15,8 +17,8 @@ from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.budgets import BUDGET_ACTED
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.prom import PrometheusUnavailableError, Series
 from statictrain_operator.cost.settings import CostSettings
+from statictrain_operator.prom import PrometheusUnavailableError, Series
 
 T0 = datetime(2026, 3, 1, 0, 0, 0, tzinfo=UTC)
 
@@ -103,25 +105,46 @@ class MemoryKube:
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None:
         self.events.append((job["metadata"]["name"], reason))
 
+    state: str | None = None
+
+    def read_state(self) -> str | None:
+        return self.state
+
+    def write_state(self, text: str) -> bool:
+        self.state = text
+        return True
+
 
 class SeriesProm:
+    """Raw samples every 5 s of range selectors ``metric[Nms]`` evaluated at ``end - 1 ms``."""
+
     def __init__(self, down: bool = False) -> None:
         self.down = down
+        self.queries: list[str] = []
 
     def query(self, query: str, at: float) -> list[Series]:
-        return []
-
-    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
         if self.down:
             raise PrometheusUnavailableError("cannot reach Prometheus at http://x")
-        t = [start + i * step for i in range(int((end - start) / step))]
+        self.queries.append(query)
+        m = re.search(r"\[(\d+)ms\]$", query)
+        if m is None or query.startswith("last_over_time"):
+            return []
+        end = at + 0.001
+        start = end - int(m.group(1)) / 1000
+        t = [float(x) for x in range(math.ceil(start / 5) * 5, math.ceil(end), 5) if x < end]
         if "utilization" in query:  # job a busy, job b idle
             return [Series({"pod_uid": "u1", "gpu": g}, tuple(Sample(x, 0.9) for x in t)) for g in "01"] + [
                 Series({"pod_uid": "u2", "gpu": g}, tuple(Sample(x, 0.0) for x in t)) for g in "01"
             ]
-        if "tokens" in query:
-            return [Series({"pod_uid": "u1"}, tuple(Sample(x, 1000.0 * (x - start)) for x in t))]
+        if "tokens" in query:  # a counter since the pod started, 1000 tokens/s
+            return [Series({"pod_uid": "u1"}, tuple(Sample(x, 1000.0 * (x - POD_START)) for x in t))]
         return []
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        raise AssertionError("accounting reads raw samples, not resampled ranges")
+
+
+POD_START = datetime(2026, 2, 28, 23, 0, 0, tzinfo=UTC).timestamp()
 
 
 def make(prom: SeriesProm) -> tuple[Accountant, MemoryKube, Clock, CollectorRegistry]:
@@ -159,18 +182,25 @@ def test_two_runs_accumulate_status_metrics_and_budget_once() -> None:
     assert "suspend" not in kube.jobs[("ns", "b")]["spec"]
     job_total = sum(
         reg.get_sample_value(
-            "statictrain_job_cost_usd_total", {"job_name": j, "namespace": "ns", "commit": c, "team": "t"}
+            "statictrain_job_cost_usd_total",
+            {"job_name": j, "namespace": "ns", "commit": c, "team": "t"},
         )
         or 0
         for j, c in (("a", "c1"), ("b", "c2"))
     )
     node_total = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"}) or 0
-    idle_total = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"}) or 0
+    idle_total = (
+        reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"}) or 0
+    )
     assert abs((job_total + idle_total) / node_total - 1) < 1e-9
 
 
-def test_prometheus_down_still_accounts_allocated_time() -> None:
-    acc, kube, _, reg = make(SeriesProm(down=True))
+def test_prometheus_down_defers_accounting_within_the_grace_period_then_accounts_flagged() -> None:
+    acc, kube, clock, reg = make(SeriesProm(down=True))
+    first = acc.run_once()
+    assert first.windows == 0 and "cannot reach Prometheus" in first.usage_error
+    assert "usd" not in kube.jobs[("ns", "a")]["status"]["cost"]  # nothing yet: it waits, nothing is lost
+    clock.now += timedelta(seconds=acc.settings.usage_grace_s)
     r = acc.run_once()
     gaps = reg.get_sample_value(
         "statictrain_job_cost_flags_total",
@@ -178,7 +208,7 @@ def test_prometheus_down_still_accounts_allocated_time() -> None:
     )
     assert gaps == 1.0
     assert "cannot reach Prometheus" in r.usage_error
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000"
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.650000000"  # all 11 minutes, caught up
     assert kube.jobs[("ns", "a")]["status"]["cost"]["idleUSD"] == "0.000000000"  # unknown is not idle
 
 
@@ -246,6 +276,81 @@ def test_job_deleted_between_list_and_patch_does_not_stop_the_run() -> None:
     r = acc.run_once()
     assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
     a = reg.get_sample_value(
-        "statictrain_job_cost_usd_total", {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+        "statictrain_job_cost_usd_total",
+        {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"},
     )
     assert a == pytest.approx(0.15) and r.job_costs[("ns", "a")].usd == Decimal("0.15")
+
+
+def test_pod_and_node_deleted_between_runs_are_accounted_until_last_seen_then_forgotten() -> None:
+    acc, kube, clock, _ = make(SeriesProm())
+    acc.run_once()  # [T0-60, T0): both pods listed
+    kube.pods = [p for p in kube.pods if p["metadata"]["uid"] != "u2"]  # job b's pod deleted
+    clock.now += timedelta(seconds=60)
+    r = acc.run_once()  # [T0, T0+60): b's pod was last seen at T0: nothing more for it, but nothing lost
+    assert ("ns", "b") not in r.allocation.jobs and "u2" not in acc.ledger.pods
+    node = kube.nodes.pop()  # the node goes away
+    clock.now += timedelta(seconds=60)
+    r = acc.run_once()  # the node and job a's pod: accounted until last seen (T0+60), then forgotten
+    assert r.allocation.node_usd == 0 and node["metadata"]["name"] not in acc.ledger.nodes
+
+
+def test_a_pod_that_finished_and_vanished_keeps_its_finish_time() -> None:
+    acc, kube, clock, _ = make(SeriesProm())
+    acc.run_once()
+    done = kube.pods[1]
+    done["status"] |= {
+        "phase": "Succeeded",
+        "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-03-01T00:00:30Z"}}}],
+    }
+    acc.run_once()  # listed as finished at T0+30 (the run is at T0 again: nothing new)
+    kube.pods = kube.pods[:1]
+    clock.now += timedelta(seconds=60)
+    r = acc.run_once()  # [T0, T0+60): b ran 30 s of it
+    assert r.job_costs[("ns", "b")].usd == Decimal("0.075")
+
+
+def test_a_second_run_in_the_same_second_accounts_nothing_twice() -> None:
+    acc, kube, _, _ = make(SeriesProm())
+    acc.run_once()
+    again = acc.run_once()
+    assert again.windows == 0 and not again.job_costs
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000"
+
+
+def test_outage_is_caught_up_in_full_for_nodes_and_jobs_in_bounded_windows() -> None:
+    acc, kube, _, reg = make(SeriesProm())
+    for j in kube.jobs.values():
+        j["status"]["cost"]["updated"] = "2026-02-28T22:00:00Z"  # the operator was down for 2 hours
+    r = acc.run_once()
+    assert r.windows == 2  # max_catchup_s = 3600
+    assert r.allocation.node_usd == Decimal("36")  # the last window: one hour of the node
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "9.000000000"  # 2 GPUs x 4.5 $/h x 1 h (pod from 23:00)
+    node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"})
+    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"})
+    assert node == pytest.approx(72.0) and idle == pytest.approx(72.0 - 18.0)  # 2 h of the node: jobs alike
+
+
+def test_a_restarted_operator_resumes_nodes_from_the_saved_state_and_exports_the_same_totals() -> None:
+    acc, kube, clock, reg = make(SeriesProm())
+    acc.run_once()
+    clock.now += timedelta(seconds=60)
+    acc.run_once()
+    before = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"})
+    job_before = reg.get_sample_value(
+        "statictrain_job_cost_usd_total", {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+    )
+    # a new operator process, 5 minutes later: same API server (statuses, state ConfigMap), fresh metrics
+    reg2 = CollectorRegistry()
+    acc2 = Accountant(
+        kube=kube, prom=SeriesProm(), catalog=acc.catalog, settings=acc.settings, metrics=CostMetrics(reg2), clock=clock
+    )
+    clock.now += timedelta(seconds=300)
+    r = acc2.run_once()
+    assert r.window.start == (T0 + timedelta(seconds=60)).timestamp()  # where the state says nodes stopped
+    after = reg2.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"})
+    assert after == pytest.approx((before or 0) + 36 * 300 / 3600)  # continues, no reset, nothing lost
+    job_after = reg2.get_sample_value(
+        "statictrain_job_cost_usd_total", {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+    )
+    assert job_after == pytest.approx((job_before or 0) + 9 * 300 / 3600)

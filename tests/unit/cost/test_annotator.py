@@ -77,8 +77,11 @@ def test_custom_price_change_repatches_and_clears_notes() -> None:
 
 
 @pytest.mark.parametrize("gpus", [None, 0], ids=["no-gpu-resource", "zero-gpus"])
-def test_cpu_nodes_are_skipped(gpus: int | None) -> None:
-    assert plan_node_patches([node("cpu", "m5.large", gpus=gpus)], CATALOG, now=NOW) == {}
+def test_cpu_nodes_are_priced_at_default_rates_and_flagged(gpus: int | None) -> None:
+    p = plan_node_patches([node("cpu", "m5.large", gpus=gpus)], CATALOG, now=NOW)["cpu"]
+    assert p[labels.HOURLY_COST] == "3.034656"  # 96 cores x 0.031611 (no memory reported)
+    assert p[labels.PRICE_SOURCE] == "fallback" and "CPU-only node" in (p[PRICE_NOTES] or "")
+    assert labels.GPU_HOURLY_COST not in p
 
 
 def test_facts_from_labels() -> None:

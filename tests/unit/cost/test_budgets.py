@@ -41,9 +41,6 @@ def job(
         (job("200", acted="100.000000"), "150", "rearm", {}),
         (job("100", "Notify"), "101", "notify", {}),
         (job("100", "Alert"), "101", "notify", {}),
-        (job("100", "ScaleDown", elastic={"minReplicas": 2}), "101", "scale-down", {"replicas": 2}),
-        (job("100", "ScaleDown", replicas=2, elastic={"minReplicas": 2}), "101", "notify", {}),
-        (job("100", "ScaleDown"), "101", "notify", {}),
         (job("100", suspend=True), "101", "notify", {}),
         (job("ten"), "101", "invalid", {}),
     ],
@@ -56,9 +53,6 @@ def job(
         "raised-limit-rearms",
         "notify",
         "alert-alias",
-        "scale-down",
-        "scale-down-at-min",
-        "scale-down-no-elastic",
         "already-suspended",
         "bad-limit",
     ],
@@ -67,7 +61,7 @@ def test_decide(body: dict[str, Any], cost: str, want_action: str, want_spec: di
     d = decide(body, Decimal(cost), NOW)
     assert d.action == want_action
     assert dict(d.spec_patch) == want_spec
-    if want_action in ("suspend", "notify", "scale-down"):
+    if want_action in ("suspend", "notify"):
         assert d.annotations[BUDGET_ACTED] == f"{Decimal(body['spec']['budget']['limitUSD']):.6f}"
         assert d.condition is not None and d.condition["type"] == CONDITION and d.condition["status"] == "True"
         assert d.condition["observedGeneration"] == 3

@@ -2,21 +2,24 @@
 
 from __future__ import annotations
 
+import itertools
+import random
 from decimal import Decimal
 
 import pytest
 from statictrain.cost import (
+    JobTotals,
     NodeInfo,
     PodInfo,
     PodUsage,
     Sample,
     Window,
     allocate,
-    counter_increase,
-    global_tokens,
+    fold_job,
     overlap_seconds,
-    step_regressions,
 )
+from statictrain.counters import Counter, increase
+from statictrain.invariants import check
 
 W = Window(1000.0, 4600.0)  # one hour
 NODE = NodeInfo("gpu-a", Decimal("32"), 8)  # 4 $/GPU-h
@@ -71,37 +74,6 @@ def test_window_must_be_forward() -> None:
         Window(5.0, 5.0)
 
 
-@pytest.mark.parametrize(
-    ("values", "baseline", "want", "resets"),
-    [
-        ([1, 2, 5], None, 4.0, 0),
-        ([1, 2, 5], 0.0, 5.0, 0),
-        ([10, 12, 3, 4], None, 2 + 3 + 1, 1),  # Prometheus or process restart: counter reset
-        ([5, 0, 0, 2], None, 2.0, 1),
-        ([7], None, 0.0, 0),
-        ([], 3.0, 0.0, 0),
-    ],
-    ids=["rising", "with-baseline", "reset", "reset-to-zero", "single", "empty"],
-)
-def test_counter_increase(values: list[float], baseline: float | None, want: float, resets: int) -> None:
-    samples = [Sample(1000.0 + 10 * i, v) for i, v in enumerate(values)]
-    base = Sample(990.0, baseline) if baseline is not None else None
-    d = counter_increase(samples, baseline=base)
-    assert d.value == want and d.resets == resets and d.value >= 0
-
-
-def test_counter_gaps_flagged() -> None:
-    s = [Sample(0, 1), Sample(10, 2), Sample(200, 3)]
-    assert counter_increase(s, max_gap=30).gaps == 1
-
-
-def test_step_regressions() -> None:
-    # steps 0..100, restart resumes from checkpoint 80, continues to 120
-    s = [Sample(i, v) for i, v in enumerate([0, 50, 100, 80, 120])]
-    assert step_regressions(s) == (20, 140)
-    assert step_regressions(s, baseline=90) == (20 + 90, 140)
-
-
 def test_full_hour_one_gpu_costs_per_gpu_price() -> None:
     a = allocate(W, [NODE], [pod("u1")])
     (pc,) = a.pods
@@ -118,15 +90,15 @@ def test_same_name_recreated_pod_counts_each_uid_once() -> None:
 
 
 def test_allocated_is_max_of_request_and_usage() -> None:
-    a = allocate(W, [NODE], [pod("u1", gpus=1)], {"u1": PodUsage(gpus_seen=2)})
+    a = allocate(W, [NODE], [pod("u1", gpus=1)], {"u1": PodUsage(utilization={"a": [], "b": []})})
     assert a.pods[0].gpus == 2 and "usage-above-request" in a.pods[0].flags
-    b = allocate(W, [NODE], [pod("u1", gpus=4)], {"u1": PodUsage(gpus_seen=2)})
+    b = allocate(W, [NODE], [pod("u1", gpus=4)], {"u1": PodUsage(utilization={"a": [], "b": []})})
     assert b.pods[0].gpus == 4
 
 
 def test_idle_share_from_utilization_and_gaps_are_not_idle() -> None:
     util = flat(0.0, 1000.0, 1900.0) + flat(0.9, 1900.0, 3700.0)  # then nothing for the last 900 s
-    a = allocate(W, [NODE], [pod("u1")], {"u1": PodUsage(gpus_seen=1, utilization={"0": util})}, max_gap=30.0)
+    a = allocate(W, [NODE], [pod("u1")], {"u1": PodUsage(utilization={"0": util})}, max_gap=30.0)
     pc = a.pods[0]
     assert pc.idle_usd == Decimal(1)  # 900 s of 3600 s at 0 utilization
     # the last sample (t=3690) stands for at most max_gap=30 s: 4600 - 3720 s are uncovered
@@ -136,11 +108,11 @@ def test_idle_share_from_utilization_and_gaps_are_not_idle() -> None:
 
 def test_idle_is_judged_per_gpu_and_silent_gpus_are_gaps() -> None:
     busy, idle = flat(0.95, 1000.0, 4600.0), flat(0.0, 1000.0, 4600.0)
-    two = PodUsage(gpus_seen=2, utilization={"gpu-a": busy, "gpu-b": idle})
+    two = PodUsage(utilization={"gpu-a": busy, "gpu-b": idle})
     a = allocate(W, [NODE], [pod("u1", gpus=2)], {"u1": two})
     assert a.pods[0].idle_usd == Decimal(4)  # half of 2 GPU-hours at 4 $/GPU-h
     assert a.pods[0].gap_seconds == 0
-    one_of_four = PodUsage(gpus_seen=1, utilization={"gpu-a": idle})
+    one_of_four = PodUsage(utilization={"gpu-a": idle})
     b = allocate(W, [NODE], [pod("u1", gpus=4)], {"u1": one_of_four})
     assert b.pods[0].idle_usd == Decimal(4)  # 1 of 4 GPUs idle: a quarter of 16 $
     assert b.pods[0].gap_seconds == 3600 * 3 / 4
@@ -151,51 +123,9 @@ def test_no_utilization_data_is_all_gap_not_idle() -> None:
     assert a.pods[0].idle_usd == 0 and a.pods[0].gap_seconds == 3600.0
 
 
-def test_compile_cost_from_compile_seconds_with_reset() -> None:
-    # 300 s of compiling, then the container restarts and compiles 60 s more
-    comp = [Sample(1100, 100), Sample(1200, 300), Sample(2000, 10), Sample(2100, 60)]
-    a = allocate(W, [NODE], [pod("u1")], {"u1": PodUsage(compile_seconds=comp)})
-    assert a.pods[0].compile_usd == (Decimal(4) * Decimal(200 + 60) / Decimal(3600)).quantize(Decimal("1e-12"))
-    assert "counter-reset" in a.pods[0].flags
-
-
-def test_lost_work_priced_from_step_regressions() -> None:
-    steps = [Sample(1000 + i * 100, v) for i, v in enumerate([0, 40, 80, 60, 100])]
-    a = allocate(W, [NODE], [pod("u1")], job_steps={("ns", "j"): steps})
-    job = a.jobs[("ns", "j")]
-    assert (job.steps, job.lost_steps) == (120, 20)
-    assert job.lost_usd == (Decimal(4) * 20 / 140).quantize(Decimal("1e-12"))
-
-
-def test_tokens_with_baselines_concurrent_replicas_and_a_restart() -> None:
-    u = {
-        "a": PodUsage(tokens=[Sample(1500, 300), Sample(1600, 500)], tokens_baseline=Sample(1400, 100)),
-        "b": PodUsage(tokens=[Sample(1500, 0), Sample(1600, 390)]),  # replica of a: same global count
-        "c": PodUsage(tokens=[Sample(3000, 0), Sample(3100, 70)]),  # restarted worker after a and b
-    }
-    pods = [pod("a", end=2000.0), pod("b", name="w-1", end=2000.0), pod("c", start=2500.0)]
-    a = allocate(W, [NODE], pods, u)
-    assert a.jobs[("ns", "j")].tokens == 400.0 + 70.0
-
-
-@pytest.mark.parametrize(
-    ("runs", "want"),
-    [
-        ([], 0.0),
-        ([(0, 10, 100.0)], 100.0),
-        ([(0, 10, 100.0), (0, 10, 100.0), (2, 8, 90.0)], 100.0),  # 3 replicas report global tokens
-        ([(0, 10, 100.0), (10, 20, 40.0)], 140.0),  # restarted worker
-        ([(0, 10, 100.0), (5, 20, 120.0), (30, 40, 7.0)], 127.0),
-    ],
-    ids=["none", "one", "replicas-overlap", "sequential", "mixed"],
-)
-def test_global_tokens(runs: list[tuple[float, float, float]], want: float) -> None:
-    assert global_tokens(runs) == want
-
-
 def test_pod_on_unknown_node_is_reported_not_priced() -> None:
     a = allocate(W, [NODE], [pod("u1", node="ghost"), pod("u2", node=None, start=None)])
-    assert a.unpriced_pods == ("u1",) and not a.pods
+    assert a.unpriced_pods == ("ns/w-0",) and not a.pods
 
 
 def test_node_created_mid_window_and_pod_clamped_to_node_presence() -> None:
@@ -218,5 +148,182 @@ def test_invariant_jobs_plus_idle_equals_node_cost(n_pods: int) -> None:
         for i in range(n_pods)
     ]
     a = allocate(W, nodes, pods)
-    assert a.jobs_usd + a.idle_usd == a.node_usd
+    assert abs(a.jobs_usd + a.idle_usd - a.node_usd) < Decimal("1e-9")
     assert all(not n.overallocated for n in a.nodes)
+    assert all(c.ok for c in check(a))
+
+
+# ----------------------------------------------------------------------------- counting from raw samples
+
+
+def counter_in(samples: list[Sample], window: Window) -> Counter:
+    """What one window sees of a counter series (as inputs.py builds it from Prometheus)."""
+    before = [s for s in samples if s.t < window.start]
+    inside = tuple(s for s in samples if window.start <= s.t < window.end)
+    return Counter(before[-1].v if before else None, inside)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_counter_increases_over_windows_that_tile_sum_to_the_exact_total(seed: int) -> None:
+    """Any cut of [0, 1000) into windows gives the series' true total, resets and a late start included."""
+    rng = random.Random(seed)
+    samples: list[Sample] = []
+    v = total = 0.0
+    for t in range(37, 1000, 7):  # the series starts at t=37 with a value already above 0
+        if rng.random() < 0.03:
+            v = 0.0  # process restart
+        step = rng.choice([0.0, 1.0, 2.5, 10.0])
+        v += step
+        total += step
+        samples.append(Sample(float(t), v))
+    cuts = sorted({0.0, 1000.0, *(rng.uniform(0, 1000) for _ in range(rng.randint(1, 40)))})
+    got = sum(increase(counter_in(samples, Window(a, b))).value for a, b in itertools.pairwise(cuts))
+    assert got == pytest.approx(total)
+
+
+def test_new_series_counts_from_zero_and_reset_counts_the_new_value() -> None:
+    assert increase(Counter(None, (Sample(5, 30.0), Sample(6, 40.0)))).value == 40.0
+    got = increase(Counter(100.0, (Sample(5, 110.0), Sample(6, 4.0), Sample(7, 9.0))))
+    assert (got.value, got.resets) == (10.0 + 4.0 + 5.0, 1)
+
+
+# ----------------------------------------------------------------------------- whole pod, OpenCost style
+
+CPU_NODE = NodeInfo("cpu-a", Decimal("0.5"), 0, cpu=8.0, memory_gib=32.0)
+GPU_NODE = NodeInfo("gpu-c", Decimal("10"), 1, cpu=8.0, memory_gib=32.0)
+
+
+def test_node_price_split_adds_up_and_follows_the_weights() -> None:
+    p = GPU_NODE.prices
+    assert abs(p.gpu * 1 + p.cpu * 8 + p.memory * 32 - Decimal(10)) < Decimal("1e-20")
+    assert abs(p.cpu / p.memory - Decimal("0.031611") / Decimal("0.004237")) < Decimal("1e-20")
+    q = CPU_NODE.prices
+    assert abs(q.cpu * 8 + q.memory * 32 - Decimal("0.5")) < Decimal("1e-20")
+
+
+def test_whole_pod_is_priced_gpu_cpu_memory_with_max_of_request_and_usage() -> None:
+    p = PodInfo("u1", "w-0", "ns", "j", "gpu-c", 1, 1000.0, cpu_requested=2.0, memory_requested_gib=8.0)
+    # uses 4 cores on average (14400 CPU-seconds in the hour) and 4 GiB (below its request)
+    cpu = Counter(1000.0, (Sample(2000.0, 5000.0), Sample(4590.0, 15400.0)))
+    mem = [Sample(900.0, 4 * 1024**3)]
+    a = allocate(W, [GPU_NODE], [p], {"u1": PodUsage(cpu_seconds=[cpu], memory_bytes=[mem])}, max_gap=1e9)
+    (pc,) = a.pods
+    prices = GPU_NODE.prices
+    assert (pc.gpus, pc.cpu, pc.memory_gib) == (1, 4.0, 8.0)
+    assert pc.cpu_usd == (4 * prices.cpu).quantize(Decimal("1e-12"))
+    assert pc.memory_usd == (8 * prices.memory).quantize(Decimal("1e-12"))
+    assert pc.usd == pc.gpu_usd + pc.cpu_usd + pc.memory_usd
+    node = a.nodes[0]
+    assert abs(node.allocated_usd + node.idle_usd - node.usd) < Decimal("1e-9")
+    assert node.idle_by_resource["gpu"] == 0 and node.idle_by_resource["cpu"] > 0
+
+
+def test_cpu_only_node_and_pod_are_priced() -> None:
+    p = PodInfo("u1", "prep", "ns", "j", "cpu-a", 0, 1000.0, cpu_requested=4.0, memory_requested_gib=16.0)
+    a = allocate(W, [CPU_NODE], [p])
+    assert a.pods[0].usd == Decimal("0.25")  # half the node's CPU and memory for an hour
+    assert a.node_usd == Decimal("0.5") and a.idle_usd == Decimal("0.25")
+    assert all(c.ok for c in check(a))
+
+
+def test_invariants_fail_on_overallocation_and_unpriced_pods() -> None:
+    pods = [pod(f"u{i}", name=f"w-{i}", gpus=3) for i in range(3)] + [pod("x", name="lost", node="ghost")]
+    checks = {c.name: c for c in check(allocate(W, [NODE], pods))}
+    assert not checks["allocation-within-capacity"].ok
+    assert checks["allocation-within-capacity"].failures == ("gpu-a: gpu 9 > 8",)
+    assert not checks["every-pod-priced"].ok and "ns/lost" in checks["every-pod-priced"].failures[0]
+    assert not checks["jobs-plus-idle-equals-node"].ok  # 9 GPUs billed on an 8-GPU node: idle cannot be negative
+    sequential = [pod("a", gpus=8, end=2000.0), pod("b", name="w-1", gpus=8, start=2000.0)]
+    assert all(c.ok for c in check(allocate(W, [NODE], sequential)))
+
+
+# ----------------------------------------------------------------------------- jobs: DDP, progress, lost work
+
+
+def ddp_usage(steps_a: list[float], steps_b: list[float], tokens_per_step: float) -> dict[str, PodUsage]:
+    out = {}
+    for uid, steps in (("r0", steps_a), ("r1", steps_b)):
+        samples = tuple(Sample(1000.0 + 10 * i, v) for i, v in enumerate(steps))
+        out[uid] = PodUsage(
+            steps=[Counter(None, samples)],
+            tokens=[Counter(None, tuple(Sample(s.t, s.v * tokens_per_step) for s in samples))],
+            step=samples,
+        )
+    return out
+
+
+def test_ddp_tokens_sum_over_ranks_steps_once() -> None:
+    pods = [
+        PodInfo("r0", "j-worker-0", "ns", "j", "gpu-a", 1, 1000.0, rank=0),
+        PodInfo("r1", "j-worker-1", "ns", "j", "gpu-a", 1, 1000.0, rank=1),
+    ]
+    a = allocate(W, [NODE], pods, ddp_usage([10, 20, 300], [10, 20, 300], 256.0), step_marks={("ns", "j"): 0.0})
+    job = a.jobs[("ns", "j")]
+    assert job.tokens == 2 * 300 * 256  # each rank counts its own tokens
+    assert (job.executed_steps, job.steps, job.step_mark) == (300.0, 300.0, 300.0)
+
+
+def test_restart_loses_steps_priced_at_steady_cost_per_step_whatever_the_restart_took() -> None:
+    key = ("ns", "j")
+    totals = JobTotals()
+    # window 1: steady, 100 steps for 4 $ (1 GPU-hour at 4 $/GPU-h)
+    w1 = allocate(W, [NODE], [pod("old")], {"old": steady(0, 100, W)}, step_marks={key: 0.0})
+    totals = fold_job(totals, w1.jobs[key])
+    assert w1.jobs[key].steady and totals.usd_per_step == Decimal("0.04")
+    # window 2: the pod runs to step 150, dies; a new pod resumes from the checkpoint at 120, reaches 130
+    w2 = Window(4600.0, 8200.0)
+    old = Counter(100.0, (Sample(5000.0, 150.0),))
+    new = Counter(None, (Sample(8000.0, 10.0),))
+    usage = {
+        "old": PodUsage(steps=[old], step=[Sample(4590.0, 100.0), Sample(5000.0, 150.0)]),
+        "new": PodUsage(steps=[new], step=[Sample(8000.0, 130.0)]),
+    }
+    pods = [pod("old", end=5100.0), pod("new", start=7000.0)]
+    alloc = allocate(w2, [NODE], pods, usage, step_marks={key: w1.jobs[key].step_mark or 0.0})
+    j = alloc.jobs[key]
+    assert (j.executed_steps, j.steps) == (60.0, 30.0)
+    totals = fold_job(totals, j)
+    assert j.lost_steps == 30.0 and j.lost_usd == Decimal("1.2") and "restarted" in j.flags
+    # window 3: steady again, nothing more is lost
+    w3 = Window(8200.0, 11800.0)
+    u3 = {"new": PodUsage(steps=[Counter(10.0, (Sample(9000.0, 40.0),))], step=[Sample(9000.0, 160.0)])}
+    j3 = allocate(w3, [NODE], [pod("new", start=7000.0)], u3, step_marks={key: j.step_mark or 0.0}).jobs[key]
+    fold_job(totals, j3)
+    assert j3.lost_steps == 0 and j3.lost_usd == 0
+
+
+def steady(s0: int, s1: int, w: Window) -> PodUsage:
+    """Stepping all through ``w`` (every sample rises), GPU busy; the sample before ``w`` one interval back."""
+    n = 10
+    dt = w.seconds / n
+    samples = tuple(Sample(w.start + k * dt, s0 + (s1 - s0) * (k + 1) / n) for k in range(n))
+    before = Sample(w.start - dt, float(s0))
+    return PodUsage(
+        steps=[Counter(float(s0), samples, before.t)],
+        step=[before, *samples],
+        utilization={"0": flat(0.9, w.start - 10, w.end + 10)},
+    )
+
+
+def test_compile_is_priced_in_full_even_when_reported_later_than_it_ran() -> None:
+    # 5,400 s of compiling reported inside a 3,600 s window: priced in full at the pod's rate
+    u = {"u1": PodUsage(compile_seconds=[Counter(None, (Sample(2000.0, 5400.0),))])}
+    a = allocate(W, [NODE], [pod("u1")], u)
+    assert a.pods[0].compile_usd == Decimal(6)
+
+
+def test_ddp_rank_whose_pod_ended_still_counts_in_the_mean() -> None:
+    # rank 0 ended before this window; rank 1 makes its last 10 steps here: the job made 5 steps per rank
+    w = Window(5000.0, 5100.0)
+    r0 = (Sample(4990.0, 100.0),)
+    r1 = (Sample(4990.0, 90.0), Sample(5050.0, 100.0))
+    pods = [
+        PodInfo("r0", "j-worker-0", "ns", "j", "gpu-a", 1, 1000.0, 4995.0, rank=0),
+        PodInfo("r1", "j-worker-1", "ns", "j", "gpu-a", 1, 1000.0, rank=1),
+    ]
+    usage = {
+        "r0": PodUsage(steps=[Counter(100.0, (), 4990.0)], step=r0),
+        "r1": PodUsage(steps=[Counter(90.0, r1[1:], 4990.0)], step=r1),
+    }
+    job = allocate(w, [NODE], pods, usage, step_marks={("ns", "j"): 95.0}).jobs[("ns", "j")]
+    assert (job.executed_steps, job.steps) == (5.0, 5.0)

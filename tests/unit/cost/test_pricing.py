@@ -14,6 +14,7 @@ from statictrain.pricing import (
     LiveQuotes,
     NodeFacts,
     capacity_type,
+    capacity_type_from_labels,
     node_gpu,
     parse_catalog,
     parse_custom_prices,
@@ -218,3 +219,43 @@ def test_kubecost_csv_row_without_type_or_id_is_an_error() -> None:
     bad = "InstanceID,Region,AssetClass,InstanceIDField,InstanceType,MarketPriceHourly\n,us-east-1,node,,,3\n"
     with pytest.raises(ValueError, match="row 2: give InstanceType"):
         parse_custom_prices(bad)
+
+
+@pytest.mark.parametrize(
+    ("node_labels", "want"),
+    [
+        pytest.param({"karpenter.sh/capacity-type": "spot"}, SPOT, id="karpenter"),
+        pytest.param({"karpenter.sh/capacity-type": "on-demand"}, ON_DEMAND, id="karpenter-od"),
+        pytest.param({"eks.amazonaws.com/capacityType": "SPOT"}, SPOT, id="eks-managed-node-group"),
+        pytest.param({"eks.amazonaws.com/capacityType": "ON_DEMAND"}, ON_DEMAND, id="eks-od"),
+        pytest.param({"cloud.google.com/gke-spot": "true"}, SPOT, id="gke-spot"),
+        pytest.param({"cloud.google.com/gke-preemptible": "true"}, SPOT, id="gke-preemptible"),
+        pytest.param({"cloud.google.com/gke-provisioning": "spot"}, SPOT, id="gke-provisioning"),
+        pytest.param({"kubernetes.azure.com/scalesetpriority": "spot"}, SPOT, id="aks-spot"),
+        pytest.param({"kubernetes.azure.com/scalesetpriority": "regular"}, ON_DEMAND, id="aks-regular"),
+        pytest.param({}, ON_DEMAND, id="unlabelled"),
+    ],
+)
+def test_spot_from_every_provisioners_labels(node_labels: dict[str, str], want: CapacityType) -> None:
+    assert capacity_type_from_labels(node_labels) == want
+
+
+def test_as_of_comes_from_the_catalog_rows() -> None:
+    assert CATALOG.as_of == "2024 or earlier; 2025; 2025-H1"
+    p = price_node(node("Standard_NC24ads_A100_v4", "eastus", gpus=1), CATALOG, now=NOW)
+    assert "catalog snapshot 2024 or earlier" in p.notes
+
+
+def test_other_region_fallback_skips_flagged_rows_and_says_so_when_only_flagged_remain() -> None:
+    rows = [
+        "cloud,instance_type,region,gpu_model,gpu_count,on_demand_usd_per_hour,spot_usd_per_hour,"
+        "on_demand_gpu_usd_per_hour,spot_gpu_usd_per_hour,flagged,as_of,source",
+        "aws,x.big,r1,H100-80GB,8,10,,,,0,2025,s",
+        "aws,x.big,r2,H100-80GB,8,1000,,,,1,2025,s FLAG: suspect",
+        "aws,y.big,r2,H100-80GB,8,1000,,,,1,2025,s FLAG: suspect",
+    ]
+    cat = parse_catalog("\n".join(rows))
+    p = price_node(node("x.big", "r3"), cat, now=NOW)
+    assert p.hourly_usd == Decimal(10) and p.source == "fallback"
+    q = price_node(node("y.big", "r3"), cat, now=NOW)
+    assert q.hourly_usd == Decimal(1000) and any("flagged" in n for n in q.notes)

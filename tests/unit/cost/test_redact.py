@@ -6,7 +6,7 @@ import logging
 
 import pytest
 from statictrain.redact import HIDDEN, RedactingFilter, redact, safe_url
-from statictrain_operator.cost.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
+from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 
 SECRETS = ("s3cr3t-pass", "s3cr3t-token", "s3cr3t-frag", "alice")
 

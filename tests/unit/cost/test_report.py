@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 from statictrain.cost import Sample
 from statictrain_operator.cli import build_parser, run_report
-from statictrain_operator.cost.prom import Series
+from statictrain_operator.prom import Series
 from statictrain_operator.report.fetch import _chunks, fetch, job_filters
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
@@ -249,3 +249,12 @@ def test_status_report_sums_lifetime_cost_and_recovers_tokens() -> None:
     assert [row.key for row in only_b.rows] == [("b", "j2"), ("b", "j3")]
     with pytest.raises(EmptyWindowError, match="no StaticTrainingJob matches"):
         status_report(jobs, "job", END, {"team": ["nobody"]})
+
+
+def test_a_series_replaced_by_another_is_counted_in_full_even_above_the_old_value() -> None:
+    # one series reached 5 $ by 2 h and ended; another (other target labels) starts at 9 $ at 3 h: its
+    # first value is above the old last value, so only distinct series (not reset detection) count it right
+    old = counter(lambda h: None if h > 2 else 2.5 * h, jl("a", "ns1", "c1") | {"instance": "1"})
+    new = counter(lambda h: None if h < 3 else 9.0 + (h - 3), jl("a", "ns1", "c1") | {"instance": "2"})
+    r = build_report(W, "job", {"usd": [old, new]}, {})
+    assert [round(row.usd, 9) for row in r.rows] == [5.0 + 10.0]

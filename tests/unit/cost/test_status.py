@@ -43,8 +43,8 @@ def test_running_totals_survive_through_status_only() -> None:
     assert c2["usdPerStep"] == "0.020000000"  # 3 USD / 150 steps
 
 
-def test_progress_step_and_projection() -> None:
-    c = accumulate(None, inc("10"), now=NOW, progress={"step": 250, "totalSteps": 1000})
+def test_counted_steps_and_projection_to_total_steps() -> None:
+    c = accumulate(None, inc("10", steps=250), now=NOW, progress={"step": 7, "totalSteps": 1000})
     assert c["usdPerStep"] == "0.040000000"
     assert c["projectedUSD"] == "40.000000000"
 
@@ -65,3 +65,19 @@ def test_token_and_step_totals_are_kept_in_status() -> None:
     assert (c1["tokens"], c1["steps"]) == ("1000000", "100")
     c2 = accumulate(c1, inc("1", tokens=3, steps=1), now=NOW)
     assert (c2["tokens"], c2["steps"]) == ("1000003", "101")
+
+
+def test_lost_work_is_priced_from_the_status_history() -> None:
+    steady = JobCost(
+        "ns", "j", usd=Decimal(4), steps=100, executed_steps=100, steady=True, steady_usd=Decimal(4), step_mark=100
+    )
+    c1 = accumulate(None, steady, now=NOW)
+    assert (c1["steadyUSD"], c1["steadySteps"], c1["stepMark"]) == ("4.000000000", "100.000", "100.000")
+    restart = JobCost("ns", "j", usd=Decimal(1), steps=-20, executed_steps=10, step_mark=80)
+    c2 = accumulate(c1, restart, now=NOW)
+    assert (c2["lostSteps"], c2["lostWorkUSD"], c2["steps"], c2["stepsExecuted"]) == (
+        "30.000",
+        "1.200000000",
+        "80",
+        "110.000",
+    )

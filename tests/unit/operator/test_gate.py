@@ -14,7 +14,6 @@ import pytest
 import yaml
 from statictrain.cost import Sample
 from statictrain_operator.cli import build_parser
-from statictrain_operator.cost.prom import Series
 from statictrain_operator.gate import (
     CommitFigures,
     compare,
@@ -23,6 +22,7 @@ from statictrain_operator.gate import (
 )
 from statictrain_operator.gate_cli import run_gate
 from statictrain_operator.history import UNKNOWN_MODEL, Speed, per_model
+from statictrain_operator.prom import Series
 from statictrain_operator.report.model import ReportWindow, build_report
 from statictrain_operator.report.text import to_json
 

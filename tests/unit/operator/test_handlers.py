@@ -19,7 +19,7 @@ T0 = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 def memo(now: datetime, seen: datetime | None, heartbeat_namespace: str = "ops") -> Any:
     rt = runtime.Runtime(
         settings=Settings(heartbeat_namespace=heartbeat_namespace, heartbeat_s=10),
-        clients=cast(Any, None),  # the verdict makes no API call
+        kube=cast(Any, None),  # the verdict makes no API call
         holder="test",
         clock=lambda: now,
         started=T0,

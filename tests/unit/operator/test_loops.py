@@ -29,7 +29,7 @@ def test_only_finished_jobs_past_their_ttl_are_expired() -> None:
         ("ns", "kept"): [view("u4", None, "Succeeded", "2026-01-01T00:00:00Z")],
         ("ns", "now"): [view("u5", 0, "Failed", "2026-01-02T03:04:05Z")],
     }
-    rt = runtime.Runtime(settings=Settings(), clients=cast(Any, None), holder="t", clock=lambda: NOW)
+    rt = runtime.Runtime(settings=Settings(), kube=cast(Any, None), holder="t", clock=lambda: NOW)
     assert sorted(loops.expired(index, rt)) == [("ns", "now", "u5"), ("ns", "old", "u1")]
 
 

@@ -2,30 +2,39 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 from statictrain_operator import main, settings
 
 
-def test_missing_optional_handler_modules_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING):
-        loaded = main.import_handlers(("statictrain_operator.no_such_part.handlers",))
-    assert loaded == ["statictrain_operator.handlers"]
-    assert "statictrain_operator.no_such_part.handlers is not installed" in caplog.text
+def test_parts_are_switched_on_by_settings_and_checked_before_kopf_starts() -> None:
+    parts = main.part_settings(settings.Settings().parts)
+    assert list(parts) == ["progress", "cost", "anomaly"]
+    assert main.part_settings(settings.from_env({"STATICTRAIN_OPERATOR_PARTS": ""}).parts) == {}
+    with pytest.raises(settings.SettingsError, match="'costs'; the parts are progress, cost, anomaly"):
+        main.part_settings(("costs",))
 
 
-def test_a_broken_import_inside_an_optional_module_is_not_hidden() -> None:
-    with pytest.raises(ModuleNotFoundError):
-        main.import_handlers(("statictrain_operator.children_that_do_not_exist.x.y",))
+def test_a_bad_part_setting_stops_the_operator_before_it_starts(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("STATICTRAIN_COST_IDLE_THRESHOLD", "2")
+    assert main.main(["--kubeconfig", "/nonexistent"]) == 2
+    assert "STATICTRAIN_COST_IDLE_THRESHOLD must be within 0..1" in capsys.readouterr().err
 
 
-def test_parts_name_their_handler_modules() -> None:
-    assert main.part_modules(settings.Settings().parts) == [
+def test_a_part_switched_off_by_its_own_settings_is_left_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STATICTRAIN_ANOMALY_ENABLED", "false")
+    assert list(main.part_settings(("cost", "anomaly"))) == ["cost"]
+
+
+def test_the_parts_handler_modules_import() -> None:
+    loaded = main.load_parts(main.part_settings(settings.Settings().parts))
+    assert loaded == [
+        "statictrain_operator.handlers",
+        "statictrain_operator.progress.handlers",
         "statictrain_operator.cost.handlers",
         "statictrain_operator.anomaly.handlers",
     ]
-    assert main.part_modules(settings.from_env({"STATICTRAIN_OPERATOR_PARTS": ""}).parts) == []
 
 
 def test_kopf_settings_filter_jobs_server_side() -> None:

@@ -105,10 +105,15 @@ def test_finished_job_keeps_its_phase_when_the_workers_are_gone() -> None:
     assert status.compute("gpt2", b.spec(), generation=1, job=None, current={"phase": "Succeeded"}, now=NOW) == {}
 
 
-def test_changed_fields_is_a_minimal_patch() -> None:
-    assert status.changed_fields({"phase": "Running", "replicas": 2}, {"phase": "Running", "replicas": 3}) == {
-        "replicas": 3
+def test_other_parts_conditions_are_not_the_convergers() -> None:
+    current: api.Status = {
+        "conditions": [
+            {"type": "Remediation", "status": "True", "reason": "Healthy"},
+            {"type": "BudgetExceeded", "status": "False", "reason": "WithinBudget"},
+        ]
     }
+    s = status.compute("gpt2", b.spec(), generation=1, job=job(), current=current, now=NOW)
+    assert [c["type"] for c in s["conditions"]] == ["Created"]
 
 
 @pytest.mark.parametrize(

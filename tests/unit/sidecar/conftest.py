@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
+from statictrain import channel
 from statictrain_sidecar.collector import SidecarCollector
 from statictrain_sidecar.nvml import GpuSampler
 from statictrain_sidecar.settings import Identity
@@ -248,3 +250,16 @@ def rig(clock: FakeClock) -> Callable[..., Rig]:
         return Rig(registry, sampler, feed, identity)
 
     return make
+
+
+def _publish_gpus(stats_dir: Path, uuids: Sequence[str]) -> None:
+    folder = stats_dir / channel.GPUS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank, uuid in enumerate(uuids):
+        (folder / f"{rank}.json").write_text(channel.encode_gpu(uuid, rank))
+
+
+@pytest.fixture
+def publish_gpus() -> Callable[[Path, Sequence[str]], None]:
+    """publish_gpus(stats_dir, uuids): write ``gpus/<rank>.json`` as the pod's trainer processes do."""
+    return _publish_gpus

@@ -25,7 +25,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
-def sidecar(tmp_path: Path, fake_nvml: Any, gpu: Any, clock: Any) -> Iterator[Sidecar]:
+def sidecar(tmp_path: Path, fake_nvml: Any, gpu: Any, clock: Any, publish_gpus: Any) -> Iterator[Sidecar]:
     g = [gpu(0, "GPU-x"), gpu(1, "GPU-y", fail={"nvmlDeviceGetClockInfo": GPU_IS_LOST})]
     token_file = tmp_path.parent / f"{tmp_path.name}-token"
     token_file.write_text(TOKEN + "\n")
@@ -37,6 +37,7 @@ def sidecar(tmp_path: Path, fake_nvml: Any, gpu: Any, clock: Any) -> Iterator[Si
         bind="127.0.0.1",
         sample_interval_s=0.05,
     )
+    publish_gpus(tmp_path, [d.uuid for d in g])  # as the pod's trainer processes do
     s = build(settings, fake_nvml(g), Clocks(monotonic=clock, wall=lambda: 1_800_000_000.0))
     s.start()
     yield s

@@ -33,6 +33,7 @@ def test_every_training_metric_from_records(rig: Any, tmp_path: Path, clock: Any
             loss=4.0,
             compile_seconds=28.0,
             cache_hit=True,
+            cache_status="hit",
             graph_breaks=2,
             recompiles=1,
             mfu=0.42,
@@ -47,6 +48,7 @@ def test_every_training_metric_from_records(rig: Any, tmp_path: Path, clock: Any
     assert r.value(metrics.TRAIN_LOSS) == 4.0
     assert r.value(metrics.TRAIN_COMPILE_SECONDS) == 28.0
     assert r.value(metrics.TRAIN_COMPILE_CACHE_HIT) == 1
+    assert r.value(metrics.TRAIN_COMPILE_CACHE_STATUS, status="hit") == 1
     assert r.value(metrics.TRAIN_GRAPH_BREAKS) == 2
     assert r.value(metrics.TRAIN_RECOMPILES) == 1
     assert r.value(metrics.TRAIN_MFU_RATIO) == 0.42

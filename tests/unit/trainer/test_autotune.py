@@ -2,9 +2,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from statictrain_trainer.autotune import Autotuner, Candidate, Outcome, choose, doubling, error_from_stderr
+from statictrain_trainer.autotune import (
+    Autotuner,
+    Candidate,
+    FailureRecord,
+    Outcome,
+    choose,
+    doubling,
+    error_from_stderr,
+    skip_reason,
+)
 
 
 class FakeClock:
@@ -58,9 +68,9 @@ def test_crashing_candidate_is_skipped_and_reported() -> None:
         "default@32",
         "default@64",
         "default@128",
-        "reduce-overhead@64",
-        "max-autotune-no-cudagraphs@64",
         "max-autotune@64",
+        "max-autotune-no-cudagraphs@64",
+        "reduce-overhead@64",
     ]
     assert report.chosen == Candidate("max-autotune", 64)
     assert "max-autotune-no-cudagraphs@64: crashed" in report.reason
@@ -83,15 +93,19 @@ def test_budget_spent_skips_the_rest() -> None:
     clock = FakeClock()
     runner, calls = fake_runner(clock, lambda c: float(c.batch_size), seconds_each=30.0)
     report = Autotuner(Candidate("default", 8), max_batch=64, budget_s=50, runner=runner, clock=clock, gpu=True).tune()
-    assert calls == ["default@8", "default@16"]
-    skipped = [o for o in report.outcomes if o.error == "skipped: budget spent"]
+    assert calls == ["default@8"]
+    skipped = [o for o in report.outcomes if o.error.startswith("skipped: needs about")]
     assert [o.candidate.label for o in skipped] == [
-        "default@32",
-        "reduce-overhead@16",
-        "max-autotune-no-cudagraphs@16",
-        "max-autotune@16",
+        "default@16",
+        "max-autotune@8",
+        "max-autotune-no-cudagraphs@8",
+        "reduce-overhead@8",
     ]
-    assert report.chosen == Candidate("default", 16)
+    assert report.chosen == Candidate("default", 8)
+    clock.now = 60.0
+    tuner = Autotuner(Candidate("default", 8), max_batch=8, budget_s=50, runner=runner, clock=clock, gpu=False)
+    tuner._t0 = 0.0
+    assert tuner._try(Candidate("default", 8)).error == "skipped: budget spent"
 
 
 def test_nothing_finishes_keeps_the_job_settings() -> None:
@@ -137,3 +151,70 @@ def test_mode_search_only_on_gpu(gpu: bool) -> None:
 )
 def test_error_from_stderr(stderr: str, want: str) -> None:
     assert error_from_stderr(stderr, 1).startswith(want)
+
+
+def test_expensive_candidate_that_cannot_fit_is_skipped_up_front() -> None:
+    """The first trial sets the unit: max-autotune (5.5x) cannot fit in what is left, so it never starts."""
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 100.0, seconds_each=40.0)
+    report = Autotuner(
+        Candidate("default", 16), max_batch=16, budget_s=150, runner=runner, clock=clock, gpu=True
+    ).tune()
+    assert calls == ["default@16", "reduce-overhead@16"]
+    errors = {o.candidate.label: o.error for o in report.outcomes}
+    assert errors["max-autotune@16"].startswith("skipped: needs about 220 s, 110 s of the budget left")
+    limits = {o.candidate.label: o.limit_s for o in report.outcomes if o.limit_s}
+    assert limits["default@16"] == 150  # no estimate yet: the whole budget
+    assert limits["reduce-overhead@16"] == 2.0 * 1.1 * 40.0  # LIMIT_FACTOR x COST x unit
+
+
+def test_failures_are_recorded_and_not_retried(tmp_path: Path) -> None:
+    def speed(c: Candidate) -> float | str:
+        return "crashed (exit 1): illegal memory access" if c.compile_mode == "max-autotune" else 100.0
+
+    key = "gpt2|torch-2.11|cuda-sm90-H200"
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, speed)
+    record = FailureRecord(tmp_path, key)
+    Autotuner(Candidate("default", 8), max_batch=8, budget_s=1000, runner=runner, clock=clock, gpu=True,
+              record=record).tune()  # fmt: skip
+    assert "max-autotune@8" in calls
+    assert set(record.known()) == {"max-autotune@8"}
+    assert FailureRecord(tmp_path, "other model").known() == {}
+    clock2 = FakeClock()
+    runner2, calls2 = fake_runner(clock2, speed)
+    report = Autotuner(Candidate("default", 8), max_batch=8, budget_s=1000, runner=runner2, clock=clock2, gpu=True,
+                       record=FailureRecord(tmp_path, key)).tune()  # fmt: skip
+    assert "max-autotune@8" not in calls2
+    skipped = next(o for o in report.outcomes if o.candidate.label == "max-autotune@8")
+    assert skipped.error.startswith("skipped: failed before on this model, torch and GPU (crashed")
+
+
+def test_timeout_retried_only_with_a_longer_limit() -> None:
+    known = {"max-autotune@32": {"error": "timed out after 204 s", "limit_s": 204.0}}
+    c = Candidate("max-autotune", 32)
+    assert skip_reason(known, c, 250.0) is not None
+    assert skip_reason(known, c, 310.0) is None
+    assert skip_reason(known, Candidate("default", 32), 10.0) is None
+
+
+def test_unreadable_record_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / FailureRecord.FILE).write_text("{not json")
+    assert FailureRecord(tmp_path, "k").known() == {}
+
+
+def test_levers_by_prior_gain_and_explained() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 100.0 + (10.0 if c.fp8 else 0.0))
+    report = Autotuner(Candidate("default", 8), max_batch=8, budget_s=10_000, runner=runner, clock=clock, gpu=True,
+                       fp8_available=True).tune()  # fmt: skip
+    assert calls[-1] == "default@8+fp8"
+    assert report.chosen == Candidate("default", 8, fp8=True)
+    assert "not tried: compile_optimizer: measured -0.3%" in report.reason
+    assert "chunked_loss: measured -4.0%" in report.reason
+    clock2 = FakeClock()
+    runner2 = fake_runner(clock2, lambda c: 1.0)[0]
+    report2 = Autotuner(Candidate("default", 8), max_batch=8, budget_s=10_000, runner=runner2, clock=clock2,
+                        gpu=True).tune()  # fmt: skip
+    assert "fp8: needs compute capability >= 8.9 and torchao" in report2.reason
+    assert Candidate("default", 8, fp8=True).env()["STATICTRAIN_FP8"] == "true"

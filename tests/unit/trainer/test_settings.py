@@ -18,6 +18,7 @@ def test_defaults() -> None:
     assert s.world_size == 1 and s.rank == 0
     assert s.checkpoint_dir is None and s.stats_dir is None
     assert not s.autotune
+    assert s.max_steps == 0  # no hidden step limit: without spec.training.maxSteps the entrypoint decides
 
 
 def test_all_fields_read() -> None:

@@ -1,13 +1,24 @@
 """Autotune: try the settings that matter on the real model within a time budget, keep the fastest.
 
-The search: the largest batch that fits and still pays (doubling from the
-workload's batch while throughput rises by more than MIN_GAIN), then, at that
-batch, the other compile modes, which also switches CUDA graphs on and off
-(reduce-overhead and max-autotune use them; default and
-max-autotune-no-cudagraphs do not). Each candidate runs in its own process, so
-one that crashes (an illegal memory access poisons the CUDA context) is
-skipped and reported and the job goes on. The bucket size is not searched:
-single-process trials cannot measure it; the job keeps its own.
+The search, in order of expected gain:
+
+1. the batch: doubling from the workload's batch (compile mode default) while
+   throughput rises by more than MIN_GAIN;
+2. at that batch, the other compile modes (CUDA graphs come with reduce-overhead
+   and max-autotune), ordered by PRIOR_GAIN;
+3. on top of the best so far, the levers whose prior gain is positive (FP8 where
+   the device and torchao allow it); levers measured slower on the reference
+   model are listed as not tried.
+
+Each candidate gets a time limit from the cold compile time the first trial
+measured (COST x that time x LIMIT_FACTOR); one that cannot fit in what is
+left of the budget is skipped up front instead of being started and timed
+out. Each runs in its own process, so one that crashes (an illegal memory
+access poisons the CUDA context) or hangs takes only itself down; it is
+reported, and written to a persistent record (FailureRecord) for this
+(model, torch, GPU) so later jobs do not retry it. The bucket size is not
+searched here: single-process trials cannot measure it (bucket_tune.py does,
+with all ranks).
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +47,33 @@ MIN_GAIN = 0.03
 """A larger batch must be this much faster (relative samples/s) to keep doubling."""
 GPU_MODES: tuple[CompileMode, ...] = ("reduce-overhead", "max-autotune-no-cudagraphs", "max-autotune")
 
+PRIOR_GAIN: dict[str, float] = {
+    # relative tokens/s over compile mode default at the same batch. Measured on GPT-2 124M,
+    # batch 16, bf16, one H200, torch 2.11 (bench/results/trainer_levers.json) where noted;
+    # the rest are leads until measured.
+    "reduce-overhead": 0.005,  # measured +0.5 %
+    "max-autotune-no-cudagraphs": 0.03,  # lead: GEMM autotuning and epilogue fusion
+    "max-autotune": 0.035,  # lead: the above plus CUDA graphs
+    "fp8": 0.10,  # lead: float8 matmuls (torchao), Hopper only
+    "compile_optimizer": -0.003,  # measured -0.3 %
+    "chunked_loss": -0.04,  # measured -3.9 % (inductor already fuses the plain loss)
+}
+"""Expected gain of each mode or lever: the search order, and whether a lever is tried at all."""
+
+COST: dict[str, float] = {
+    "default": 1.0,
+    "none": 0.3,
+    "reduce-overhead": 1.1,
+    "max-autotune-no-cudagraphs": 5.0,
+    "max-autotune": 5.5,
+    "fp8": 1.3,
+    "compile_optimizer": 1.3,
+    "chunked_loss": 1.0,
+}
+"""Wall time of a trial with this mode or lever, in cold default-mode trials (leads)."""
+LIMIT_FACTOR = 2.0
+"""A trial may take this many times its expected time before it is stopped."""
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -45,10 +83,34 @@ class Candidate:
     """torch.compile mode."""
     batch_size: int
     """Per-rank micro-batch."""
+    chunked_loss: bool = False
+    """Chunked linear + cross-entropy lever."""
+    compile_optimizer: bool = False
+    """Compiled optimizer step lever."""
+    fp8: bool = False
+    """Float8 matmuls lever."""
+
+    @property
+    def levers(self) -> tuple[str, ...]:
+        return tuple(n for n in ("chunked_loss", "compile_optimizer", "fp8") if getattr(self, n))
 
     @property
     def label(self) -> str:
-        return f"{self.compile_mode}@{self.batch_size}"
+        return f"{self.compile_mode}@{self.batch_size}" + "".join(f"+{n}" for n in self.levers)
+
+    def env(self) -> dict[str, str]:
+        """The environment variables that select this candidate."""
+        return {
+            envvars.COMPILE_MODE: self.compile_mode,
+            envvars.BATCH_SIZE: str(self.batch_size),
+            envvars.CHUNKED_LOSS: str(self.chunked_loss).lower(),
+            envvars.COMPILE_OPTIMIZER: str(self.compile_optimizer).lower(),
+            envvars.FP8: str(self.fp8).lower(),
+        }
+
+    def expected_cost(self) -> float:
+        """Expected wall time in cold default-mode trials (pure)."""
+        return COST.get(self.compile_mode, 1.0) * math.prod(COST[n] for n in self.levers)
 
 
 @dataclass(frozen=True)
@@ -68,7 +130,16 @@ class Outcome:
     seconds: float = 0.0
     """Wall seconds the trial took, compile included."""
     error: str = ""
-    """Why it failed: crash, out of memory, timed out, or skipped for budget."""
+    """Why it failed: crash, out of memory, timed out, or skipped (budget, earlier failure)."""
+    limit_s: float = 0.0
+    """The time limit it ran under (0 when it did not run)."""
+    cache_hit: bool = False
+    """The trial found its compiled graphs in the shared compile cache (its time is not cold)."""
+
+    @property
+    def recordable(self) -> bool:
+        """A failure of the candidate itself (crash, out of memory, timeout), not a skip."""
+        return not self.ok and not self.error.startswith("skipped")
 
 
 @dataclass(frozen=True)
@@ -81,6 +152,8 @@ class Report:
     """Why, in one paragraph."""
     outcomes: tuple[Outcome, ...]
     """Every trial, in order."""
+    notes: tuple[str, ...] = ()
+    """Candidates not tried and why (levers measured slower, earlier failures)."""
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (NaN written as null)."""
@@ -90,9 +163,72 @@ class Report:
 
         return {
             "chosen": asdict(self.chosen),
+            "chosen_label": self.chosen.label,
             "reason": self.reason,
+            "notes": list(self.notes),
             "outcomes": [clean({**asdict(o), "candidate": o.candidate.label}) for o in self.outcomes],
         }
+
+
+class FailureRecord:
+    """Candidates that crashed, ran out of memory or timed out, per (model, torch, GPU), in one JSON file.
+
+    A recorded crash or out-of-memory is not retried; a recorded timeout is retried only with a
+    limit at least RETRY_FACTOR times the one it timed out under. A file that cannot be read is
+    treated as empty (logged), never fatal.
+    """
+
+    RETRY_FACTOR = 1.5
+    FILE = "autotune-failures.json"
+
+    def __init__(self, directory: Path | None, key: str) -> None:
+        self.path = directory / self.FILE if directory is not None else None
+        self.key = key
+
+    def _load(self) -> dict[str, dict[str, dict[str, Any]]]:
+        if self.path is None or not self.path.is_file():
+            return {}
+        try:
+            data = json.loads(self.path.read_text())
+        except (OSError, ValueError) as e:
+            log.warning("autotune record %s unreadable (%s): ignored", self.path, e)
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def known(self) -> dict[str, dict[str, Any]]:
+        """Label -> {"error", "limit_s"} for this key."""
+        entry = self._load().get(self.key, {})
+        return entry if isinstance(entry, dict) else {}
+
+    def add(self, outcome: Outcome) -> None:
+        if self.path is None or not outcome.recordable:
+            return
+        data = self._load()
+        data.setdefault(self.key, {})[outcome.candidate.label] = {
+            "error": outcome.error,
+            "limit_s": outcome.limit_s,
+        }
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.FILE}.{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            tmp.replace(self.path)
+        except OSError as e:
+            log.warning("autotune record %s not written: %s", self.path, e)
+
+
+def skip_reason(known: Mapping[str, Mapping[str, Any]], candidate: Candidate, limit_s: float) -> str | None:
+    """Why a recorded failure means this candidate is not tried again, or None (pure)."""
+    entry = known.get(candidate.label)
+    if entry is None:
+        return None
+    error = str(entry.get("error", ""))
+    if error.startswith("timed out"):
+        before = float(entry.get("limit_s", 0.0) or 0.0)
+        if limit_s >= FailureRecord.RETRY_FACTOR * before:
+            return None
+        return f"skipped: timed out before under {before:.0f} s on this model, torch and GPU; {limit_s:.0f} s now"
+    return f"skipped: failed before on this model, torch and GPU ({error[:200]})"
 
 
 TrialRunner = Callable[[Candidate, float], Outcome]
@@ -128,7 +264,7 @@ def choose(outcomes: list[Outcome], fallback: Candidate) -> tuple[Candidate, str
         second = good[1]
         text += f"; {best.samples_per_s / second.samples_per_s:.3f}x the runner-up {second.candidate.label}"
     if failed:
-        text += f"; skipped: {failed_text}"
+        text += f"; failed or skipped: {failed_text}"
     return best.candidate, text
 
 
@@ -145,6 +281,8 @@ class Autotuner:
         clock: Callable[[], float],
         gpu: bool,
         stop: threading.Event | None = None,
+        record: FailureRecord | None = None,
+        fp8_available: bool = False,
     ) -> None:
         self.base = base
         self.max_batch = max(max_batch, base.batch_size)
@@ -153,18 +291,43 @@ class Autotuner:
         self.clock = clock
         self.gpu = gpu
         self.stop = stop or threading.Event()
+        self.record = record or FailureRecord(None, "")
+        self.fp8_available = fp8_available
         self.outcomes: list[Outcome] = []
+        self.notes: list[str] = []
+        self._known: dict[str, dict[str, Any]] = {}
+        self._unit_s = 0.0
         self._t0 = 0.0
 
     def _left(self) -> float:
         return self.budget_s - (self.clock() - self._t0)
 
+    def _limit(self, candidate: Candidate) -> tuple[float, float]:
+        """(expected seconds, time limit) from the first trial's wall time; the whole rest before it."""
+        left = self._left()
+        if self._unit_s <= 0:
+            return left, left
+        expected = candidate.expected_cost() * self._unit_s
+        return expected, min(left, LIMIT_FACTOR * expected)
+
     def _try(self, candidate: Candidate) -> Outcome:
         left = self._left()
+        expected, limit = self._limit(candidate)
+        skip = skip_reason(self._known, candidate, limit)
         if left <= 0 or self.stop.is_set():
             outcome = Outcome(candidate, ok=False, error="skipped: budget spent" if left <= 0 else "skipped: stop")
+        elif skip is not None:
+            outcome = Outcome(candidate, ok=False, error=skip)
+        elif self._unit_s > 0 and expected > left:
+            outcome = Outcome(
+                candidate, ok=False, error=f"skipped: needs about {expected:.0f} s, {left:.0f} s of the budget left"
+            )
         else:
-            outcome = self.runner(candidate, left)
+            outcome = replace(self.runner(candidate, limit), limit_s=limit)
+            if self._unit_s <= 0 and outcome.ok and not outcome.cache_hit:
+                # The first cold trial is the unit of every estimate.
+                self._unit_s = outcome.seconds / candidate.expected_cost()
+            self.record.add(outcome)
         self.outcomes.append(outcome)
         log.info(
             "autotune %s: %s",
@@ -173,8 +336,13 @@ class Autotuner:
         )
         return outcome
 
+    def _best(self) -> Outcome | None:
+        good = [o for o in self.outcomes if o.ok]
+        return max(good, key=lambda o: o.samples_per_s) if good else None
+
     def tune(self) -> Report:
         self._t0 = self.clock()
+        self._known = self.record.known()
         sweep_mode: CompileMode = "default" if self.gpu or self.base.compile_mode != "none" else "none"
         best: Outcome | None = None
         for b in doubling(self.base.batch_size, self.max_batch):
@@ -187,10 +355,28 @@ class Autotuner:
                 break
             best = outcome
         if best is not None and self.gpu:
-            for mode in GPU_MODES:
-                self._try(Candidate(mode, best.candidate.batch_size))
+            batch = best.candidate.batch_size
+            for mode in sorted(GPU_MODES, key=lambda m: -PRIOR_GAIN.get(m, 0.0)):
+                self._try(Candidate(mode, batch))
+            self._try_levers()
         chosen, reason = choose(self.outcomes, self.base)
-        return Report(chosen=chosen, reason=reason, outcomes=tuple(self.outcomes))
+        if self.notes:
+            reason += "; not tried: " + "; ".join(self.notes)
+        return Report(chosen=chosen, reason=reason, outcomes=tuple(self.outcomes), notes=tuple(self.notes))
+
+    def _try_levers(self) -> None:
+        levers = ["chunked_loss", "compile_optimizer", "fp8"]
+        if not self.fp8_available:
+            self.notes.append("fp8: needs compute capability >= 8.9 and torchao")
+            levers.remove("fp8")
+        for lever in sorted(levers, key=lambda n: -PRIOR_GAIN[n]):
+            if PRIOR_GAIN[lever] <= 0:
+                self.notes.append(f"{lever}: measured {PRIOR_GAIN[lever]:+.1%} on the reference model")
+                continue
+            best = self._best()
+            if best is None:
+                return
+            self._try(replace(best.candidate, **{lever: True}))  # type: ignore[arg-type]
 
 
 def error_from_stderr(stderr: str, returncode: int) -> str:
@@ -226,10 +412,9 @@ def subprocess_runner(
         with tempfile.TemporaryDirectory(prefix="statictrain-trial-") as tmp:
             result_path = Path(tmp) / "result.json"
             child_env = dict(env)
+            child_env.update(candidate.env())
             child_env.update(
                 {
-                    envvars.COMPILE_MODE: candidate.compile_mode,
-                    envvars.BATCH_SIZE: str(candidate.batch_size),
                     envvars.WORLD_SIZE: "1",
                     "RANK": "0",
                     "LOCAL_RANK": str(local_rank),
@@ -274,6 +459,7 @@ def subprocess_runner(
                 tokens_per_s=float(data["tokens_per_s"]) if data["tokens_per_s"] is not None else math.nan,
                 mfu=float(data["mfu"]) if data["mfu"] is not None else math.nan,
                 seconds=seconds,
+                cache_hit=bool(data.get("cache_hit", False)),
             )
 
     return run
@@ -288,8 +474,14 @@ def tune_settings(
     clock: Callable[[], float],
     stop: threading.Event | None = None,
     env: Mapping[str, str] | None = None,
+    record_key: str = "",
+    fp8_available: bool = False,
 ) -> Report:
-    """Run the autotuner for this rank's device with the job's settings as the starting point."""
+    """Run the autotuner for this rank's device with the job's settings as the starting point.
+
+    ``record_key`` names this (model, torch, GPU) in the failure record kept under
+    ``settings.autotune_record_dir`` (see record_key()).
+    """
     base = Candidate(settings.compile_mode, settings.batch_size or workload_batch)
     log_dir = settings.stats_dir / "autotune-logs" if settings.stats_dir is not None else None
     runner = subprocess_runner(os.environ if env is None else env, settings.local_rank, clock, log_dir=log_dir)
@@ -301,5 +493,12 @@ def tune_settings(
         clock=clock,
         gpu=gpu,
         stop=stop,
+        record=FailureRecord(settings.autotune_record_dir, record_key),
+        fp8_available=fp8_available,
     )
     return tuner.tune()
+
+
+def record_key(workload: str, torch_version: str, device: str) -> str:
+    """The failure record's key for one model on one torch and GPU (pure)."""
+    return f"{workload}|torch-{torch_version}|{device}"

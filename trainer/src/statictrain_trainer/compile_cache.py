@@ -44,6 +44,8 @@ class CacheLoad:
     """Artifacts for this workload and environment were found and loaded."""
     reason: str
     """One line for the log."""
+    status: str = ""
+    """A short fixed code for metrics: hit, miss_empty, miss_other_environment, load_failed, no_artifacts."""
 
 
 def model_fingerprint(model: nn.Module) -> str:
@@ -97,24 +99,26 @@ class CompileCache:
                 reason = (
                     f"compile cache ignored: it holds artifacts for {', '.join(others)}, not {self.key.environment}"
                 )
+                status = "miss_other_environment"
             else:
                 reason = f"compile cache miss: nothing under {self.folder}"
+                status = "miss_empty"
             log.info(reason)
-            return CacheLoad(hit=False, reason=reason)
+            return CacheLoad(hit=False, reason=reason, status=status)
         try:
             data = path.read_bytes()
             info = torch.compiler.load_cache_artifacts(data)
         except Exception as e:
             reason = f"compile cache ignored: {path} failed to load ({type(e).__name__}: {e})"
             log.warning(reason)
-            return CacheLoad(hit=False, reason=reason)
+            return CacheLoad(hit=False, reason=reason, status="load_failed")
         if info is None:
             reason = f"compile cache ignored: {path} held no artifacts"
             log.info(reason)
-            return CacheLoad(hit=False, reason=reason)
+            return CacheLoad(hit=False, reason=reason, status="no_artifacts")
         reason = f"compile cache hit: loaded {len(data)} bytes from {path}"
         log.info(reason)
-        return CacheLoad(hit=True, reason=reason)
+        return CacheLoad(hit=True, reason=reason, status="hit")
 
     def save(self, meta: dict[str, object]) -> Path | None:
         """Write this process's artifacts atomically; return the path, or None if there were none."""

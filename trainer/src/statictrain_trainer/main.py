@@ -27,15 +27,16 @@ import torch
 import torch.distributed as dist
 from statictrain import envvars
 
-from . import distributed
-from .autotune import tune_settings
+from . import distributed, levers, prewarm
+from .autotune import Candidate, record_key, tune_settings
 from .bucket_tune import tune_bucket_cap
+from .compile_cache import device_tag
 from .errors import classify
 from .exitcodes import ExitCode
 from .loop import Trainer
 from .profiling import ProfileService
 from .settings import TrainerSettings, settings_from_env
-from .stats import StatsWriter
+from .stats import StatsWriter, gpu_uuid, publish_gpu
 from .workload import Workload, load_entrypoint
 
 log = logging.getLogger("statictrain_trainer")
@@ -51,6 +52,8 @@ def _autotune(
     choice: list[object] = [None]
     report_json: dict[str, object] = {}
     if ctx.is_main:
+        support = levers.probe(ctx.device, workload.hidden_and_head is not None)
+        fp8_ok = not levers.resolve(dataclasses.replace(settings, fp8=True), support)[1]
         report = tune_settings(
             settings,
             workload_batch=workload.batch_size,
@@ -58,16 +61,24 @@ def _autotune(
             gpu=ctx.device.type == "cuda",
             clock=time.perf_counter,
             stop=stop,
+            record_key=record_key(workload.name, torch.__version__, device_tag(ctx.device)),
+            fp8_available=fp8_ok,
         )
         log.info("autotune: %s", report.reason)
         report_json = report.to_json()
-        choice = [(report.chosen.compile_mode, report.chosen.batch_size)]
+        choice = [report.chosen]
     if ctx.distributed:
         dist.broadcast_object_list(choice, src=0)
     picked = choice[0]
-    assert isinstance(picked, tuple)
-    mode, batch = picked
-    settings = dataclasses.replace(settings, compile_mode=mode, batch_size=batch)
+    assert isinstance(picked, Candidate)
+    settings = dataclasses.replace(
+        settings,
+        compile_mode=picked.compile_mode,
+        batch_size=picked.batch_size,
+        chunked_loss=picked.chunked_loss,
+        compile_optimizer=picked.compile_optimizer,
+        fp8=picked.fp8,
+    )
     if ctx.distributed:
         left = settings.autotune_budget_s - (time.perf_counter() - t0)
         cap, reason, outcomes = tune_bucket_cap(settings, workload, ctx, budget_s=left, stop=stop)
@@ -91,12 +102,17 @@ def _autotune(
 
 
 def train(settings: TrainerSettings, stop: threading.Event) -> ExitCode:
+    prewarm.start("default" if settings.autotune else settings.compile_mode)
     torch.manual_seed(settings.seed)
     workload = load_entrypoint(settings.entrypoint)
     timeout = 600.0 + (settings.autotune_budget_s if settings.autotune else 0.0)
     ctx = distributed.init(settings, timeout_s=timeout)
     stats: StatsWriter | None = None
     profiler: ProfileService | None = None
+    if settings.stats_dir is not None and ctx.device.type == "cuda":
+        uuid = gpu_uuid(ctx.device)
+        publish_gpu(settings.stats_dir, ctx.local_rank, uuid)
+        log.info("published GPU %s for the sidecar", uuid)
     try:
         if settings.autotune:
             settings = _autotune(settings, workload, ctx, stop)

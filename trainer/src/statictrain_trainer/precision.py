@@ -10,12 +10,13 @@ import torch
 
 from .settings import Precision
 
-_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+"""Autocast dtype of each reduced precision."""
 
 
 def autocast_factory(precision: Precision, device: torch.device) -> Callable[[], AbstractContextManager[object]]:
     """A function that returns a fresh autocast context (a no-op for fp32)."""
-    dtype = _DTYPES.get(precision)
+    dtype = DTYPES.get(precision)
     if dtype is None:
         return contextlib.nullcontext
     return lambda: torch.autocast(device_type=device.type, dtype=dtype)

@@ -27,6 +27,8 @@ COMPILE_MODES: tuple[CompileMode, ...] = (
     "max-autotune-no-cudagraphs",
 )
 PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16")
+Attention = Literal["auto", "cudnn", "flash"]
+ATTENTIONS: tuple[Attention, ...] = ("auto", "cudnn", "flash")
 
 
 @dataclass(frozen=True)
@@ -47,12 +49,23 @@ class TrainerSettings:
     """Shared volume for compile artifacts; no cache when unset."""
     precision: Precision = "bf16"
     """Autocast dtype (fp16 adds a gradient scaler); fp32 disables autocast."""
+    attention: Attention = "auto"
+    """Scaled-dot-product attention backend tried first (``auto``: torch's own order)."""
+    chunked_loss: bool = False
+    """Fused chunked linear + cross-entropy (never materializes the full logits); needs
+    ``Workload.hidden_and_head``, else skipped with a note."""
+    compile_optimizer: bool = False
+    """torch.compile the optimizer step (compiled modes only; skipped with a note otherwise)."""
+    fp8: bool = False
+    """torchao float8 training of the Linear layers (compute capability >= 8.9 with torchao
+    installed; skipped with a note otherwise)."""
     bucket_cap_mb: int = 25
     """DDP gradient bucket size in MiB."""
     grad_accum_steps: int = 1
     """Micro-batches per optimizer step; all but the last skip the all-reduce."""
-    max_steps: int = 1000
-    """Stop after this many optimizer steps (global, across restarts)."""
+    max_steps: int = 0
+    """Stop after this many optimizer steps (global, across restarts): spec.training.maxSteps. 0 (unset):
+    the entrypoint decides (Workload.max_steps), as the CRD documents."""
     max_tokens: int = 0
     """Stop once this many tokens were processed (0: no token limit)."""
     batch_size: int = 0
@@ -67,6 +80,9 @@ class TrainerSettings:
     """Try settings on the real model before training and keep the fastest."""
     autotune_budget_s: float = 600.0
     """Wall seconds the autotuner may spend."""
+    autotune_record_dir: Path | None = None
+    """Where the autotuner keeps candidates that failed or timed out, per (model, torch, GPU),
+    so later jobs do not retry them; the compile cache directory when unset."""
     stats_dir: Path | None = None
     """The trainer -> sidecar channel directory; no stats when unset."""
     peak_tflops: float = 0.0
@@ -158,9 +174,13 @@ def settings_from_env(env: Mapping[str, str]) -> TrainerSettings:
         compile_cache=_bool(env, envvars.COMPILE_CACHE, True),
         compile_cache_dir=_path(env, envvars.COMPILE_CACHE_DIR),
         precision=cast(Precision, _choice(env, envvars.PRECISION, "bf16", PRECISIONS)),
+        attention=cast(Attention, _choice(env, envvars.ATTENTION, "auto", ATTENTIONS)),
+        chunked_loss=_bool(env, envvars.CHUNKED_LOSS, False),
+        compile_optimizer=_bool(env, envvars.COMPILE_OPTIMIZER, False),
+        fp8=_bool(env, envvars.FP8, False),
         bucket_cap_mb=_int(env, envvars.BUCKET_CAP_MB, 25, 1),
         grad_accum_steps=_int(env, envvars.GRAD_ACCUM_STEPS, 1, 1),
-        max_steps=_int(env, envvars.MAX_STEPS, 1000, 1),
+        max_steps=_int(env, envvars.MAX_STEPS, 0, 1),
         max_tokens=_int(env, envvars.MAX_TOKENS, 0, 0),
         batch_size=_int(env, envvars.BATCH_SIZE, 0, 0),
         checkpoint_dir=_path(env, envvars.CHECKPOINT_DIR),
@@ -168,6 +188,7 @@ def settings_from_env(env: Mapping[str, str]) -> TrainerSettings:
         checkpoint_keep=_int(env, envvars.CHECKPOINT_KEEP, 3, 1),
         autotune=autotune,
         autotune_budget_s=_float(env, envvars.AUTOTUNE_BUDGET_S, 600.0, 1.0),
+        autotune_record_dir=_path(env, envvars.AUTOTUNE_RECORD_DIR) or _path(env, envvars.COMPILE_CACHE_DIR),
         stats_dir=_path(env, envvars.STATS_DIR),
         peak_tflops=_float(env, envvars.PEAK_TFLOPS, 0.0, 0.0),
         seed=_int(env, envvars.SEED, 0, 0),

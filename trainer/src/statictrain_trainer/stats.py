@@ -1,11 +1,31 @@
-"""Writes StepRecords to the trainer -> sidecar channel (``<stats_dir>/steps.jsonl``)."""
+"""Writes to the trainer -> sidecar channel: StepRecords (``<stats_dir>/steps.jsonl``) and
+this process's GPU (``<stats_dir>/gpus/<local rank>.json``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TextIO
 
+import torch
 from statictrain import channel
+
+
+def gpu_uuid(device: torch.device) -> str:
+    """The NVML UUID (``GPU-…``) of a CUDA device, as the sidecar's NVML reports it."""
+    raw = str(torch.cuda.get_device_properties(device).uuid)
+    return raw if raw.startswith(("GPU-", "MIG-")) else f"GPU-{raw}"
+
+
+def publish_gpu(stats_dir: Path, local_rank: int, uuid: str) -> Path:
+    """Write this process's GPU for the sidecar (atomically: it never reads half a file)."""
+    folder = stats_dir / channel.GPUS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{local_rank}.json"
+    tmp = folder / f".{local_rank}.json.{os.getpid()}.tmp"
+    tmp.write_text(channel.encode_gpu(uuid, local_rank))
+    tmp.replace(path)
+    return path
 
 
 class StatsWriter:

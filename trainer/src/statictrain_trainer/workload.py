@@ -32,6 +32,7 @@ from .exitcodes import UserError
 
 BatchFn = Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]
 LossFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+HiddenAndHeadFn = Callable[[nn.Module, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
 @dataclass
@@ -56,8 +57,14 @@ class Workload:
     """AdamW weight decay."""
     max_batch_size: int = 0
     """Largest per-rank batch the autotuner may try; 0: 8 x batch_size."""
+    max_steps: int = 0
+    """Optimizer steps to train when spec.training.maxSteps is unset; 0: until stopped (tokens, signal)."""
     name: str = field(default="")
     """Name for logs and the compile-cache key; the entrypoint when empty."""
+    hidden_and_head: HiddenAndHeadFn | None = None
+    """Optional, for the chunked-loss lever: ``(model, inputs) -> (hidden, head_weight)`` such that
+    ``loss(model(inputs), targets)`` is the mean cross-entropy of ``hidden @ head_weight.T``
+    against ``targets`` (a language model's last Linear, without bias, and its loss)."""
 
 
 def load_entrypoint(spec: str) -> Workload:

@@ -73,13 +73,11 @@ def render_table(table: Sequence[Mapping[str, str]], width: int = 100) -> str:
 
 def run(args: argparse.Namespace, *, stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
     """Read the jobs and print their anomalies."""
-    from statictrain_operator.kube.clients import build  # noqa: PLC0415 (kubernetes only when the command runs)
-    from statictrain_operator.kube.remediate import list_jobs  # noqa: PLC0415
+    from statictrain_operator.kube.oneshot import list_trainingjobs  # noqa: PLC0415 (only when the command runs)
 
     out, err = stdout or sys.stdout, stderr or sys.stderr
     try:
-        clients = build(args.kubeconfig)
-        jobs = list_jobs(clients.custom, None if args.all_namespaces else args.namespace)
+        jobs = list_trainingjobs(args.kubeconfig, None if args.all_namespaces else args.namespace)
     except Exception as exc:  # config or API errors: say what failed, exit non-zero
         print(f"error: cannot list StaticTrainingJobs: {exc}", file=err)
         return 1

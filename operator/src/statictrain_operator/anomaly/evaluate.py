@@ -15,6 +15,8 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from statictrain.conditions import REMEDIATION, set_condition
+
 from statictrain_operator.anomaly import faults as flt
 from statictrain_operator.anomaly import findings as fnd
 from statictrain_operator.anomaly import history as hist
@@ -40,12 +42,12 @@ from statictrain_operator.anomaly.remediation import (
     decide,
 )
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.cost.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
+from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
 log = logging.getLogger(__name__)
 
-CONDITION_TYPE = "Remediation"
-"""Condition type written on the job (needs to be in the CRD's condition type enum)."""
+CONDITION_TYPE = REMEDIATION
+"""Condition type written on the job (the anomaly part's own; statictrain.conditions)."""
 MAX_ANOMALIES = 20
 
 
@@ -80,16 +82,6 @@ def _utc(t: float) -> datetime:
 def current_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The spec fields RevertSettings restores."""
     return {k: spec[k] for k in SETTINGS_FIELDS if k in spec}
-
-
-def set_condition(conditions: list[dict[str, Any]], new: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
-    """Conditions with ``new`` in place of its type (lastTransitionTime moves only on a status change)."""
-    out = [c for c in conditions if c.get("type") != new["type"]]
-    old = next((c for c in conditions if c.get("type") == new["type"]), None)
-    changed = old is None or old.get("status") != new["status"]
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ") if changed else old.get("lastTransitionTime")  # type: ignore[union-attr]
-    out.append({**new, "lastTransitionTime": stamp})
-    return out
 
 
 class Evaluator:
@@ -350,7 +342,9 @@ class Evaluator:
             "observedGeneration": int(meta.get("generation", 0)),
         }
         try:
-            self.api.patch_status(meta["namespace"], meta["name"], {"conditions": set_condition(conditions, new, now)})
+            self.api.patch_status(
+                meta["namespace"], meta["name"], {"conditions": set_condition(conditions, new, now)}  # type: ignore[arg-type]
+            )
         except Exception as exc:  # the CRD may not list the condition type yet: say so, keep going
             log.warning(
                 "could not write the %s condition on %s/%s: %s",

@@ -1,7 +1,7 @@
 """kopf registration of the anomaly loop. Imported by the operator's main.py.
 
-* ``@kopf.on.startup``: build the Evaluator (settings from STATICTRAIN_ANOMALY_*,
-  Prometheus reader, API clients, metrics) into kopf's memo and start a
+* ``@kopf.on.startup``: build the Evaluator (settings from main's Runtime, read
+  before kopf starts; Prometheus reader; the Kube port; metrics) into kopf's memo and start a
   background task that, every ``STATICTRAIN_ANOMALY_INTERVAL_S`` seconds,
   evaluates each running job kopf's ``trainingjobs_index`` holds, in a worker
   thread (Prophet fits are CPU-bound); stopped on ``@kopf.on.cleanup``.
@@ -15,42 +15,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 import kopf
 from prometheus_client import REGISTRY
+from statictrain import api
 
-from statictrain_operator import loops
+from statictrain_operator import loops, runtime
+from statictrain_operator.anomaly.cluster import ClusterJobApi, ClusterNamespaceEvents
 from statictrain_operator.anomaly.evaluate import Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.namespaces import NamespaceEvaluator
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.cost.prom import HttpPrometheus
-from statictrain_operator.kube.clients import Clients, build
-from statictrain_operator.kube.remediate import KubeJobApi, KubeNamespaceEvents
+from statictrain_operator.kube.blocking import Blocking
+from statictrain_operator.prom import HttpPrometheus
+
+__all__ = ["anomaly_cleanup", "anomaly_startup", "evaluate_all", "running_jobs"]
 
 log = logging.getLogger(__name__)
-
-FINISHED = ("Succeeded", "Failed")
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def running_jobs(index: Mapping[Any, Any]) -> list[dict[str, Any]]:
     """Jobs (metadata, spec, status) of the index that have not finished, in a stable order."""
-    out = []
-    for key in sorted(index.keys()):
-        for view in list(index.get(key) or ()):
-            if (view.get("status") or {}).get("phase") in FINISHED:
-                continue
-            out.append({"metadata": dict(view["metadata"]), "spec": dict(view["spec"]), "status": dict(view["status"])})
-    return out
+    return [j for j in runtime.job_views(index) if j["status"].get("phase") not in api.FINISHED_PHASES]
 
 
 async def evaluate_all(evaluator: Evaluator, namespaces: NamespaceEvaluator, index: Mapping[Any, Any]) -> None:
@@ -79,22 +68,17 @@ async def evaluate_all(evaluator: Evaluator, namespaces: NamespaceEvaluator, ind
 
 @kopf.on.startup()
 async def anomaly_startup(memo: kopf.Memo, **kwargs: Any) -> None:
-    settings = AnomalySettings.from_env()
-    if not settings.enabled:
-        return
-    main_runtime = memo.get("runtime")  # main.py's Runtime: reuse its API clients (same cluster, same pool)
-    clients: Clients | None = getattr(main_runtime, "clients", None)
-    if clients is None:
-        clients = await asyncio.to_thread(build, os.environ.get("KUBECONFIG"))
+    rt = runtime.of(memo)
+    settings: AnomalySettings = rt.parts["anomaly"]
+    call = Blocking(asyncio.get_running_loop())
     prom = HttpPrometheus(settings.prometheus_url, settings.query_timeout_s)
     metrics = AnomalyMetrics(REGISTRY)
-    evaluator = Evaluator(settings, prom, KubeJobApi(clients.custom, clients.core), metrics, _now)
-    namespaces = NamespaceEvaluator(settings, prom, KubeNamespaceEvents(clients.core), metrics, _now)
+    evaluator = Evaluator(settings, prom, ClusterJobApi(rt.kube, call, rt.clock), metrics, rt.clock)
+    namespaces = NamespaceEvaluator(settings, prom, ClusterNamespaceEvents(rt.kube, call), metrics, rt.clock)
     memo["anomaly_evaluator"] = evaluator
     memo["anomaly_namespaces"] = namespaces
-    index = kwargs["trainingjobs_index"]
     stop = asyncio.Event()
-    work = partial(evaluate_all, evaluator, namespaces, index)
+    work = partial(evaluate_all, evaluator, namespaces, kwargs["trainingjobs_index"])
     first_delay = settings.interval_s / 4
     loops.start_periodic(memo, "anomaly", loops.periodic(work, settings.interval_s, stop, first_delay), stop)
 

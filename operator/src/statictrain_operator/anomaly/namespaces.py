@@ -16,7 +16,7 @@ from statictrain_operator.anomaly.detector import Assessment, Severity, assess
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.queries import namespace_cost_query
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.cost.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
+from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
 SERIES = "namespace_cost_usd_per_hour"
 

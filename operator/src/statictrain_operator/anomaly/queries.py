@@ -7,7 +7,7 @@ metric or aggregation change happens in one place.
 from __future__ import annotations
 
 from statictrain import metrics
-from statictrain.promql import range_duration, selector
+from statictrain.promql import mean_step_seconds, range_duration, selector
 
 from statictrain_operator.anomaly import faults
 from statictrain_operator.anomaly import findings as f
@@ -22,9 +22,7 @@ def job_queries(job: str, namespace: str, rate_window_s: float) -> dict[str, str
         return f"sum(rate({selector(metric, sel)}[{w}]))"
 
     return {
-        f.STEP_SECONDS: (
-            f"{rate(metrics.TRAIN_STEP_SECONDS + '_sum')} / {rate(metrics.TRAIN_STEP_SECONDS + '_count')}"
-        ),
+        f.STEP_SECONDS: mean_step_seconds(rate_window_s, match=sel),
         f.TOKENS_PER_SECOND: f"sum({selector(metrics.TRAIN_TOKENS_PER_SECOND, sel)})",
         f.GPU_UTILIZATION: f"avg({selector(metrics.GPU_UTILIZATION_RATIO, sel)})",
         f.COST_USD_PER_HOUR: f"3600 * {rate(metrics.JOB_COST_USD_TOTAL)}",

@@ -7,7 +7,7 @@ Bounded, reversible actions, one kind per finding kind:
 | IdleGPU            | ScaleDown: halve the distance to elastic.minReplicas   |
 | ThroughputRegression | RevertSettings: back to the last good compile/precision/distributed settings |
 | Stalled            | RestartFromCheckpoint: replace the worker pods          |
-| OverBudget         | Suspend: spec.suspend = true (only when budget.onExceeded is Suspend) |
+| OverBudget         | none: reported only (the cost part is the one budget enforcer, spec.budget.onExceeded) |
 | LossDiverged       | Suspend: stop paying for NaN steps (resume from the last checkpoint after a fix) |
 | MemoryLeak         | RestartFromCheckpoint before the device fills (the work since the checkpoint is kept by then) |
 | Straggler          | ReplaceStraggler: recommended only (which node/GPU is slow is in the message) |
@@ -177,12 +177,7 @@ def plan_action(finding: Finding, job: JobView, history: History) -> tuple[Actio
     """The action and its target for a finding, or a message saying why there is none."""
     spec = job.spec
     if finding.kind is FindingKind.OVER_BUDGET:
-        on_exceeded = spec.get("budget", {}).get("onExceeded", "Notify")
-        if on_exceeded != "Suspend":
-            return f"budget.onExceeded is {on_exceeded}: set it to Suspend to let the operator suspend the job"
-        if spec.get("suspend", False):
-            return "already suspended"
-        return ActionKind.SUSPEND, {"suspend": True}
+        return "budgets are enforced by the cost part (spec.budget.onExceeded), not by remediation"
     if finding.kind in (FindingKind.STALLED, FindingKind.MEMORY_LEAK):
         return ActionKind.RESTART_FROM_CHECKPOINT, {"podsCreatedBefore": finding.since.isoformat()}
     if finding.kind is FindingKind.LOSS_DIVERGED:

@@ -14,5 +14,5 @@ Data flow, one run every ``STATICTRAIN_COST_INTERVAL_S`` (``handlers.py``):
 3. ``budgets``: ``spec.budget`` is compared with the new cost; one action per limit.
 
 Everything but ``handlers`` and ``prom``/``live_prices`` (HTTP) is pure; the
-Kubernetes calls are in ``statictrain_operator.kube.costs`` and ``kube.nodes``.
+Kubernetes calls go through the Kube port (``statictrain_operator.cost.cluster``).
 """

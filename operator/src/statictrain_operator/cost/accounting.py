@@ -1,11 +1,15 @@
 """One accounting run: API server + Prometheus -> allocation -> status.cost, metrics, budgets.
 
 Runs on a timer (see handlers.py). Each run accounts ``[previous end, now)``
-for the whole cluster, so node cost = job cost + idle cost holds per run. A
-job whose ``status.cost.updated`` lags behind (new job, operator restart) is
-accounted from that time instead, so nothing is counted twice or skipped.
-If Prometheus is down, cost is still accounted from the API server (allocated
-GPU time) and the missing usage is flagged; nothing is ever negative.
+(ends on whole seconds) for the whole cluster, nodes and jobs alike, so windows
+tile time. After an operator outage the run starts where the newest
+``status.cost.updated`` says the previous operator stopped and catches up in
+full, nodes and jobs alike, in windows of at most ``max_catchup_s``. A job whose
+``status.cost.updated`` lags behind or is ahead is accounted over exactly its
+own missing time. Counters come from raw samples (statictrain.counters). If
+Prometheus is down, cost is still accounted from the API server (allocated
+time) and the missing usage is flagged; nothing is ever negative. The
+invariants (statictrain.invariants) are checked in every window and exported.
 """
 
 from __future__ import annotations
@@ -18,30 +22,32 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
-from statictrain import labels
-from statictrain.cost import Allocation, JobCost, JobKey, NodeInfo, PodInfo, Window, allocate
+from statictrain import invariants, labels
+from statictrain.cost import Allocation, JobCost, JobKey, NodeInfo, PodInfo, PodUsage, Window, allocate
 from statictrain.money import ZERO, parse_usd
 from statictrain.pricing import Catalog, FallbackPolicy, NodeFacts, price_node
 
 from statictrain_operator.cost import budgets
 from statictrain_operator.cost.exporter import CostMetrics
 from statictrain_operator.cost.inputs import (
-    build_job_steps,
     build_usage,
+    counters_missing_prev,
     node_info,
     parse_time,
     pod_info,
+    prev_query,
     usage_queries,
 )
-from statictrain_operator.cost.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
+from statictrain_operator.cost.ledger import CostState, Ledger
 from statictrain_operator.cost.settings import CostSettings
-from statictrain_operator.cost.status import accumulate
+from statictrain_operator.cost.status import accumulate, step_mark
+from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
 log = logging.getLogger(__name__)
 
 
 class CostKube(Protocol):
-    """The API calls accounting needs (kube/costs.py and kube/nodes.py implement them)."""
+    """The API calls accounting needs (cost/cluster.py implements them over the Kube port)."""
 
     def list_nodes(self) -> list[dict[str, Any]]: ...
     def list_worker_pods(self) -> list[dict[str, Any]]: ...
@@ -54,6 +60,12 @@ class CostKube(Protocol):
 
     def emit_event(self, job: Mapping[str, Any], reason: str, message: str, event_type: str) -> None: ...
 
+    def read_state(self) -> str | None:
+        """The saved cost state (statictrain_operator.cost.ledger.CostState), None when there is none."""
+
+    def write_state(self, text: str) -> bool:
+        """Save the cost state; False when it could not be saved (logged by the caller)."""
+
 
 @dataclass
 class RunResult:
@@ -64,17 +76,43 @@ class RunResult:
     """Cost of pods labelled with a job that no longer exists (metrics only)."""
     budget_actions: list[tuple[JobKey, str]] = field(default_factory=list)
     usage_error: str = ""
+    checks: tuple[invariants.Check, ...] = ()
+    patched: set[JobKey] = field(default_factory=set)
+    """Jobs whose status.cost this run updated."""
+    windows: int = 1
+    """Accounting windows of this run (more than one when catching up after an outage)."""
 
 
-@dataclass(frozen=True)
-class _RunContext:
-    window: Window
-    alloc: Allocation
-    nodes: Sequence[NodeInfo]
-    pods: Sequence[PodInfo]
-    usage: Mapping[str, Any]
-    kwargs: Mapping[str, Any]
-    now: datetime
+class _DeferredError(RuntimeError):
+    """Usage data is unavailable and the outage is still within the grace period: account later, exactly."""
+
+
+def windows(start: float, end: float, longest: float) -> list[Window]:
+    """``[start, end)`` cut into consecutive windows of at most ``longest`` seconds."""
+    out: list[Window] = []
+    t = start
+    while t < end:
+        nxt = min(end, t + longest)
+        out.append(Window(t, nxt))
+        t = nxt
+    return out
+
+
+def _label_values(job: Mapping[str, Any], inc: JobCost | None) -> tuple[str, str, str, str]:
+    """(job_name, namespace, commit, team) of a job's metrics: its own labels, else its pods'."""
+    meta = job.get("metadata") or {}
+    cr_labels = meta.get("labels") or {}
+    return (
+        meta.get("name", ""),
+        meta.get("namespace", ""),
+        cr_labels.get(labels.COMMIT) or (inc.commit if inc else ""),
+        cr_labels.get(labels.TEAM) or (inc.team if inc else ""),
+    )
+
+
+def _key(job: Mapping[str, Any]) -> JobKey:
+    meta = job.get("metadata") or {}
+    return (meta.get("namespace", ""), meta.get("name", ""))
 
 
 @dataclass
@@ -86,112 +124,192 @@ class Accountant:
     metrics: CostMetrics
     clock: Callable[[], datetime] = lambda: datetime.now(UTC)
     last_end: float | None = None
+    ledger: Ledger = field(default_factory=Ledger)
+    state: CostState | None = None
+    """Node totals and how far they are accounted, saved after every window (None: not loaded yet)."""
+    _usage_down_since: float | None = None
 
     def _price_now(self, facts: NodeFacts) -> Decimal:
         policy = FallbackPolicy(default_gpu_hourly_usd=self.settings.default_gpu_price)
         return price_node(facts, self.catalog, now=self.clock(), policy=policy).hourly_usd
 
-    def _usage(self, window: Window) -> tuple[dict[str, Any], dict[JobKey, Any], dict[JobKey, float], str]:
-        q = usage_queries()
-        step = self.settings.query_step_s
+    def _usage(self, window: Window, pods: Sequence[PodInfo]) -> tuple[dict[str, PodUsage], str]:
+        """Raw samples of the window (and its lookback) per pod UID; ("", error) when Prometheus fails."""
+        lookback = max(self.settings.counter_lookback_s, self.settings.max_gap_s)
         try:
-            series = {
-                k: self.prom.query_range(v, window.start - step, window.end, step) for k, v in q.items()
-            }
+            series = {k: self.prom.query(q, at) for k, (q, at) in usage_queries(window, lookback).items()}
+            started = {p.uid: p.started for p in pods}
+            prevs: dict[str, dict[str, float]] = {}
+            for key, uids in counters_missing_prev(window, series, started, lookback).items():
+                oldest = min(t for u in uids if (t := started.get(u)) is not None)
+                q, at = prev_query(key, uids, window, window.start - oldest + 60.0)
+                prevs[key] = {s.labels.get("pod_uid", ""): s.samples[-1].v for s in self.prom.query(q, at) if s.samples}
         except (PrometheusUnavailableError, PrometheusQueryError) as e:
-            return {}, {}, {}, str(e)
-        usage = build_usage(window, series)
-        steps, baselines = build_job_steps(window, series["steps"])
-        return usage, steps, baselines, ""
+            return {}, str(e)
+        pod_uids = {(p.namespace, p.name): p.uid for p in pods}
+        return build_usage(window, series, pod_uids, prevs), ""
 
-    def _start(self, jobs: Sequence[Mapping[str, Any]], end: float) -> float:
-        """Start of this run: the previous run's end; after a restart, the newest status.cost.updated
-        (where the previous operator stopped), at most max_catchup_s back."""
-        if self.last_end is not None and self.last_end < end:
-            return self.last_end
-        marks = [parse_time(((j.get("status") or {}).get("cost") or {}).get("updated")) for j in jobs]
-        known = [m for m in marks if m is not None and m < end]
-        if known:
-            return max(*known, end - self.settings.max_catchup_s)
+    def _load_state(self) -> CostState:
+        if self.state is None:
+            text = self.kube.read_state()
+            try:
+                self.state = CostState.from_json(text) if text else CostState()
+            except ValueError as e:
+                log.error("%s", e)
+                self.state = CostState()
+        return self.state
+
+    def _start(self, jobs: Sequence[Mapping[str, Any]], end: float) -> float | None:
+        """Start of this run: the previous run's end; after a restart, where the saved cost state says the
+        previous operator stopped (else the newest status.cost.updated), however long ago: the outage is
+        caught up in full, nodes and jobs alike. None when that is not before ``end`` (nothing new)."""
+        if self.last_end is None:
+            self.last_end = self._load_state().accounted_to
+        if self.last_end is not None:
+            return self.last_end if self.last_end < end else None
+        marks = [m for j in jobs if (m := parse_time(((j.get("status") or {}).get("cost") or {}).get("updated")))]
+        if marks:
+            return max(marks) if max(marks) < end else None
         return end - self.settings.interval_s
+
+    def _allocate(self, window: Window, nodes: Sequence[NodeInfo], pods: Sequence[PodInfo],
+                  marks: Mapping[JobKey, float]) -> tuple[Allocation, str]:  # fmt: skip
+        usage, error = self._usage(window, pods)
+        alloc = allocate(
+            window,
+            nodes,
+            pods,
+            usage,
+            idle_threshold=self.settings.idle_threshold,
+            max_gap=self.settings.max_gap_s,
+            step_marks=marks,
+        )
+        return alloc, error
 
     def run_once(self) -> RunResult:
         now = self.clock()
-        end = now.timestamp()
-        jobs = self.kube.list_jobs()
-        window = Window(self._start(jobs, end), end)
-        nodes = [n for n in (node_info(x, self._price_now) for x in self.kube.list_nodes()) if n is not None]
-        pods = [p for p in (pod_info(x) for x in self.kube.list_worker_pods()) if p is not None]
-        usage, steps, baselines, usage_error = self._usage(window)
-        if usage_error:
-            log.warning("cost accounting without usage data: %s", usage_error)
-        kwargs: dict[str, Any] = {
-            "idle_threshold": self.settings.idle_threshold,
-            "max_gap": self.settings.max_gap_s,
-            "job_steps": steps,
-            "step_baselines": baselines,
-        }
-        alloc = allocate(window, nodes, pods, usage, **kwargs)
-        result = RunResult(window, alloc, {}, usage_error=usage_error)
-        for job in jobs:
-            self._account_job(job, _RunContext(window, alloc, nodes, pods, usage, kwargs, now), result)
-        crs = {
-            ((j.get("metadata") or {}).get("namespace", ""), (j.get("metadata") or {}).get("name", ""))
-            for j in jobs
-        }
-        # pods whose job object is gone still used the nodes: count them in the metrics (no status to patch)
-        result.orphans = {k: v for k, v in alloc.jobs.items() if k not in crs}
-        self.metrics.add_run([*result.job_costs.values(), *result.orphans.values()], alloc)
-        self.last_end = end
+        end = float(int(now.timestamp()))  # whole seconds: status.cost.updated holds exactly this end
+        jobs = {_key(j): j for j in self.kube.list_jobs()}
+        start = self._start(list(jobs.values()), end)
+        listed_nodes = [node_info(x, self._price_now, self.settings.weights) for x in self.kube.list_nodes()]
+        listed_pods = [p for p in (pod_info(x) for x in self.kube.list_worker_pods()) if p is not None]
+        pods, nodes, vanished = self.ledger.merge(listed_pods, listed_nodes, now.timestamp())
+        if vanished:
+            log.info("accounting what vanished since the last run, up to when it was last seen: %s", vanished)
+        costs = {k: dict((j.get("status") or {}).get("cost") or {}) for k, j in jobs.items()}
+        if start is None:  # already accounted up to now (a second run within the same second)
+            return RunResult(Window(end - 1.0, end), allocate(Window(end - 1.0, end), [], []), {}, windows=0)
+        cuts = windows(start, end, self.settings.max_catchup_s)
+        result: RunResult | None = None
+        done = 0
+        for window in cuts:
+            try:
+                result = self._run_window(window, jobs=jobs, costs=costs, nodes=nodes, pods=pods, previous=result)
+            except _DeferredError as e:  # Prometheus briefly away: this window waits for it (nothing is lost)
+                log.warning("cost accounting from %s deferred: %s", window.start, e)
+                if result is None:
+                    empty = allocate(Window(end - 1.0, end), [], [])
+                    return RunResult(Window(end - 1.0, end), empty, {}, usage_error=str(e), windows=0)
+                result.usage_error = str(e)
+                break
+            done += 1
+        assert result is not None
+        result.windows = done
+        self.last_end = cuts[done - 1].end
+        self.ledger.prune(self.last_end, {p.uid for p in listed_pods}, {n.name for n in listed_nodes})
+        state = self._load_state()
+        for gone in set(state.nodes) - set(self.ledger.nodes):
+            del state.nodes[gone]  # accounted to its end: its series ends
+        for key, job in jobs.items():
+            if key in result.patched:
+                self._after_window(job, costs[key], now, result, key)
         return result
 
-    def _account_job(self, job: Mapping[str, Any], ctx: _RunContext, result: RunResult) -> None:
-        window, alloc, nodes, pods, usage, kwargs, now = (
-            ctx.window,
-            ctx.alloc,
-            ctx.nodes,
-            ctx.pods,
-            ctx.usage,
-            ctx.kwargs,
-            ctx.now,
-        )
-        meta = job.get("metadata") or {}
-        key: JobKey = (meta.get("namespace", ""), meta.get("name", ""))
-        status = job.get("status") or {}
-        prev = status.get("cost") or {}
-        since = parse_time(prev.get("updated"))
-        if since is None:  # never accounted: from this run on, like the nodes
-            since = window.start
-        if since >= window.end:
+    def _check_usage(self, usage_error: str) -> None:
+        """Raise _DeferredError while usage data has been missing for less than the grace period."""
+        now = self.clock().timestamp()
+        if not usage_error:
+            self._usage_down_since = None
             return
-        inc: JobCost | None
-        if abs(since - window.start) > 1.0:
-            # lagging (a patch failed, or the operator was down) or ahead (a run failed after patching it):
-            # account exactly the time not yet in its status
-            own = [p for p in pods if (p.namespace, p.job) == key]
-            inc = allocate(Window(since, window.end), nodes, own, usage, **kwargs).jobs.get(key)
-        else:
-            inc = alloc.jobs.get(key)
-        if inc is not None:
-            result.job_costs[key] = inc
-        new_cost = accumulate(prev, inc, now=now, progress=status.get("progress"))
-        if not self.kube.patch_job_status(key[0], key[1], {"cost": new_cost}):
-            return  # deleted since it was listed: its cost stays in the metrics, no budget to enforce
-        cr_labels = meta.get("labels") or {}
-        labels_v = (
-            key[1],
-            key[0],
-            inc.commit if inc else cr_labels.get(labels.COMMIT, ""),
-            inc.team if inc else cr_labels.get(labels.TEAM, ""),
+        self._usage_down_since = self._usage_down_since or now
+        if now - self._usage_down_since < self.settings.usage_grace_s:
+            raise _DeferredError(usage_error)
+        log.warning("cost accounting without usage data (flagged): %s", usage_error)
+
+    def _run_window(
+        self,
+        window: Window,
+        *,
+        jobs: Mapping[JobKey, Mapping[str, Any]],
+        costs: dict[JobKey, dict[str, Any]],
+        nodes: Sequence[NodeInfo],
+        pods: Sequence[PodInfo],
+        previous: RunResult | None,
+    ) -> RunResult:
+        marks = {k: m for k, c in costs.items() if (m := step_mark(c)) is not None}
+        alloc, usage_error = self._allocate(window, nodes, pods, marks)
+        self._check_usage(usage_error)
+        checks = invariants.check(alloc)
+        for c in checks:
+            if not c.ok:
+                log.warning("cost invariant %s failed: %s", c.name, "; ".join(c.failures)[:2000])
+        result = RunResult(window, alloc, {}, usage_error=usage_error, checks=checks)
+        if previous is not None:
+            result.job_costs = previous.job_costs
+            result.patched = previous.patched
+            result.window = Window(previous.window.start, window.end)
+        at = datetime.fromtimestamp(window.end, UTC)
+        window_costs: list[JobCost] = []
+        for key in jobs:
+            prev = costs[key]
+            since = parse_time(prev.get("updated"))
+            if since is None:  # never accounted: from this window on, like the nodes
+                since = window.start
+            if since >= window.end:
+                continue
+            inc: JobCost | None
+            if abs(since - window.start) > 0.0005:
+                # lagging (a patch failed) or ahead (a run failed after patching it): exactly its missing time
+                own = [p for p in pods if (p.namespace, p.job) == key]
+                own_alloc, own_error = self._allocate(Window(since, window.end), nodes, own, marks)
+                self._check_usage(own_error)
+                inc = own_alloc.jobs.get(key)
+            else:
+                inc = alloc.jobs.get(key)
+            progress = (jobs[key].get("status") or {}).get("progress")
+            new_cost = accumulate(prev, inc, now=at, progress=progress)  # sets inc.lost_*
+            if inc is not None:  # in the metrics even when the job was deleted since it was listed
+                window_costs.append(inc)
+                result.job_costs[key] = _add(result.job_costs.get(key), inc)
+            if self.kube.patch_job_status(key[0], key[1], {"cost": new_cost}):
+                costs[key] = new_cost
+                result.patched.add(key)
+        # pods whose job object is gone still used the nodes: count them in the metrics (no status to patch)
+        orphans = {k: v for k, v in alloc.jobs.items() if k not in jobs}
+        result.orphans = {**(previous.orphans if previous else {}), **orphans}
+        state = self._load_state()
+        state.add(window.end, alloc.nodes)
+        if not self.kube.write_state(state.to_json()):
+            log.warning("cost state not saved; a restarted operator would account nodes again from an older mark")
+        totals: dict[tuple[str, ...], Mapping[str, Any]] = {
+            _label_values(jobs[k], result.job_costs.get(k)): c for k, c in costs.items() if c.get("usd")
+        }
+        self.metrics.add_run(
+            [*window_costs, *orphans.values()], alloc, checks, totals=totals, node_totals=state.floats()
         )
+        return result
+
+    def _after_window(self, job: Mapping[str, Any], new_cost: Mapping[str, Any], now: datetime,
+                      result: RunResult, key: JobKey) -> None:  # fmt: skip
+        labels_v = _label_values(job, result.job_costs.get(key))
         limit = ((job.get("spec") or {}).get("budget") or {}).get("limitUSD")
         budget_f: float | None = None
         if limit:
             with contextlib.suppress(ValueError):
                 budget_f = float(parse_usd(str(limit)))
-        per_1m = float(new_cost["usdPer1MTokens"]) if new_cost["usdPer1MTokens"] else None
+        per_1m = float(new_cost["usdPer1MTokens"]) if new_cost.get("usdPer1MTokens") else None
         self.metrics.set_job_gauges(labels_v, usd_per_1m=per_1m, budget=budget_f)
-        self._budget(job, parse_usd(new_cost["usd"]) if new_cost["usd"] else ZERO, now, result, key)
+        self._budget(job, parse_usd(new_cost["usd"]) if new_cost.get("usd") else ZERO, now, result, key)
 
     def _budget(
         self, job: Mapping[str, Any], usd: Decimal, now: datetime, result: RunResult, key: JobKey
@@ -212,14 +330,24 @@ class Accountant:
             self.kube.emit_event(job, d.reason, d.message, event_type)
         except Exception as e:  # e.g. its namespace is terminating: one job's Event must not end the run
             log.warning("could not post event %s about %s/%s: %s", d.reason, ns, name, e)
-        if d.condition is not None:
-            conds = [
-                c
-                for c in (job.get("status") or {}).get("conditions") or []
-                if c.get("type") != budgets.CONDITION
-            ]
+        if d.condition is not None:  # its own condition only: the API server merges conditions by type
             try:
-                self.kube.patch_job_status(ns, name, {"conditions": [*conds, dict(d.condition)]})
+                self.kube.patch_job_status(ns, name, {"conditions": [dict(d.condition)]})
             except Exception as e:  # the CRD may not list the condition type yet
                 log.warning("could not record condition %s on %s/%s: %s", budgets.CONDITION, ns, name, e)
         result.budget_actions.append((key, d.action))
+
+
+def _add(total: JobCost | None, inc: JobCost) -> JobCost:
+    """Two windows of one job, summed (for the run's result)."""
+    if total is None:
+        return inc
+    out = JobCost(inc.namespace, inc.job, inc.commit, inc.team)
+    for name in ("usd", "gpu_usd", "cpu_usd", "memory_usd", "gpu_seconds", "idle_usd", "compile_usd", "lost_usd"):
+        setattr(out, name, getattr(total, name) + getattr(inc, name))
+    for name in ("tokens", "steps", "executed_steps", "lost_steps"):
+        setattr(out, name, getattr(total, name) + getattr(inc, name))
+    out.step_mark = inc.step_mark
+    out.pods = total.pods | inc.pods
+    out.flags = total.flags | inc.flags
+    return out

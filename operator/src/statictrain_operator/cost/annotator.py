@@ -22,21 +22,13 @@ from statictrain.pricing import (
     LiveQuotes,
     NodeFacts,
     NodePrice,
-    capacity_type,
+    capacity_type_from_labels,
     price_node,
 )
+from statictrain.quantities import parse_quantity
 
 PRICE_NOTES = labels.PRICE_NOTES
 """Annotation explaining a flagged price (to move into statictrain.labels)."""
-
-PRICE_KEYS = (
-    labels.HOURLY_COST,
-    labels.GPU_HOURLY_COST,
-    labels.PRICE_CAPACITY_TYPE,
-    labels.PRICE_SOURCE,
-    PRICE_NOTES,
-)
-
 
 def _gpu_count(node: Mapping[str, Any]) -> int:
     status = node.get("status") or {}
@@ -51,6 +43,16 @@ def _gpu_count(node: Mapping[str, Any]) -> int:
     return int(raw_label) if raw_label and raw_label.isdigit() else 0
 
 
+def _allocatable(node: Mapping[str, Any], resource: str) -> float:
+    """Allocatable (else capacity) of a resource; 0 when absent or unreadable (the price is then flagged)."""
+    status = node.get("status") or {}
+    raw = (status.get("allocatable") or {}).get(resource) or (status.get("capacity") or {}).get(resource)
+    try:
+        return parse_quantity(raw, what=f"node {resource}") if raw is not None else 0.0
+    except ValueError:
+        return 0.0
+
+
 def node_facts(node: Mapping[str, Any]) -> NodeFacts:
     meta = node.get("metadata") or {}
     lab = meta.get("labels") or {}
@@ -58,10 +60,12 @@ def node_facts(node: Mapping[str, Any]) -> NodeFacts:
         name=meta.get("name", ""),
         instance_type=lab.get(labels.INSTANCE_TYPE) or lab.get("beta.kubernetes.io/instance-type"),
         region=lab.get(labels.REGION) or lab.get("failure-domain.beta.kubernetes.io/region"),
-        capacity_type=capacity_type(lab.get(labels.CAPACITY_TYPE)),
+        capacity_type=capacity_type_from_labels(lab),
         gpu_product=lab.get(labels.GPU_PRODUCT),
         gpu_count=_gpu_count(node),
         provider_id=(node.get("spec") or {}).get("providerID") or "",
+        cpu=_allocatable(node, "cpu"),
+        memory_gib=_allocatable(node, "memory") / 2**30,
     )
 
 
@@ -69,10 +73,10 @@ def is_gpu_node(node: Mapping[str, Any]) -> bool:
     return _gpu_count(node) > 0
 
 
-def price_annotations(price: NodePrice) -> dict[str, str]:
+def price_annotations(price: NodePrice, gpus: int = 1) -> dict[str, str]:
     return {
         labels.HOURLY_COST: format_usd(price.hourly_usd),
-        labels.GPU_HOURLY_COST: format_usd(price.gpu_hourly_usd),
+        labels.GPU_HOURLY_COST: format_usd(price.gpu_hourly_usd) if gpus > 0 else "",
         labels.PRICE_CAPACITY_TYPE: price.capacity_type,
         labels.PRICE_SOURCE: price.source,
         PRICE_NOTES: "; ".join(price.notes)[:1024],
@@ -85,8 +89,8 @@ def annotation_patch(
     """The annotations to merge-patch, or None when the node already carries this price."""
     current = (node.get("metadata") or {}).get("annotations") or {}
     patch: dict[str, str | None] = {}
-    for key, value in price_annotations(price).items():
-        if key == PRICE_NOTES and not value:
+    for key, value in price_annotations(price, _gpu_count(node)).items():
+        if key in (PRICE_NOTES, labels.GPU_HOURLY_COST) and not value:
             if key in current:
                 patch[key] = None  # the price is no longer flagged
             continue
@@ -107,11 +111,10 @@ def plan_node_patches(
     live: Sequence[LiveQuotes] = (),
     policy: FallbackPolicy | None = None,
 ) -> dict[str, dict[str, str | None]]:
-    """Node name -> annotation patch, for GPU nodes whose price annotations are missing or out of date."""
+    """Node name -> annotation patch, for nodes (GPU and CPU-only) whose price annotations are missing or
+    out of date."""
     out: dict[str, dict[str, str | None]] = {}
     for node in nodes:
-        if not is_gpu_node(node):
-            continue
         facts = node_facts(node)
         price = price_node(facts, catalog, now=now, custom=custom, live=live, policy=policy)
         patch = annotation_patch(node, price, now)

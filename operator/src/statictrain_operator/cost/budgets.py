@@ -1,10 +1,10 @@
 """Budgets (pure): compare status.cost.usd with spec.budget.limitUSD and decide one action.
 
 ``onExceeded``: ``Notify`` (alias ``Alert``) emits a Warning Event; ``Suspend``
-sets spec.suspend; ``ScaleDown`` sets spec.replicas to spec.elastic.minReplicas
-(Notify when already there). The action runs once per limit: the limit it ran
-for is recorded in the annotation ``statictrain.io/budget-exceeded``; raising
-the limit above the cost re-arms it. Every decision also yields a
+sets spec.suspend (the CRD allows only these two). This is the operator's one
+budget enforcer: the anomaly part reports OverBudget but does not act on it.
+The action runs once per limit: the limit it ran for is recorded in the
+annotation ``statictrain.io/budget-exceeded``; raising the limit above the cost re-arms it. Every decision also yields a
 ``BudgetExceeded`` condition and an Event.
 """
 
@@ -23,7 +23,7 @@ BUDGET_ACTED = labels.BUDGET_EXCEEDED
 """Annotation on the job: the limitUSD the budget action ran for (to move into statictrain.labels)."""
 CONDITION = "BudgetExceeded"
 
-Action = Literal["none", "notify", "suspend", "scale-down", "rearm", "invalid"]
+Action = Literal["none", "notify", "suspend", "rearm", "invalid"]
 
 
 @dataclass(frozen=True)
@@ -101,26 +101,6 @@ def decide(job: Mapping[str, Any], cost_usd: Decimal, now: datetime) -> BudgetDe
             spec_patch={"suspend": True},
             annotations=ann,
             condition=_condition("True", "Suspended", msg, gen, now),
-        )
-    if on == "ScaleDown":
-        elastic = spec.get("elastic") or {}
-        minimum = elastic.get("minReplicas")
-        replicas = spec.get("replicas", 1)
-        if isinstance(minimum, int) and isinstance(replicas, int) and replicas > minimum:
-            return BudgetDecision(
-                "scale-down",
-                "BudgetExceededScaledDown",
-                f"{msg}; scaling down from {replicas} to {minimum} replicas",
-                spec_patch={"replicas": minimum},
-                annotations=ann,
-                condition=_condition("True", "ScaledDown", msg, gen, now),
-            )
-        return BudgetDecision(
-            "notify",
-            "BudgetExceeded",
-            msg + "; already at the minimum replicas",
-            annotations=ann,
-            condition=_condition("True", "AtMinimumReplicas", msg, gen, now),
         )
     return BudgetDecision(
         "notify",

@@ -1,32 +1,65 @@
 """The operator's cost metrics: one custom collector whose ``collect()`` yields a consistent snapshot.
 
-An accounting run adds to job and node totals under a lock, and ``collect()``
-copies them under the same lock, so a scrape never sees half a run: the
-invariant node cost = job cost + idle cost holds between any two scrapes.
+The cost counters are totals kept outside the process: a job's are its
+``status.cost`` figures, a node's come from the cost ledger (a ConfigMap, see
+``ledger``). An operator restart therefore neither resets them nor loses what
+was accounted but not yet scraped: the next process exports the same totals. Jobs
+whose StaticTrainingJob is gone (orphan pods) and a cluster without a ledger
+ConfigMap fall back to totals since this process started. An accounting window
+updates everything under a lock, and ``collect()`` copies under the same lock, so
+a scrape never sees half a window.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from statictrain import labels, metrics
 from statictrain.cost import Allocation, JobCost
+from statictrain.invariants import INVARIANTS, Check
 
 JOB_LABELS = list(labels.METRIC_LABELS)
 LabelValues = tuple[str, ...]
 
+STATUS_FIELDS: dict[str, tuple[str, float]] = {
+    metrics.JOB_COST_USD_TOTAL: ("usd", 1.0),
+    metrics.JOB_GPU_COST_USD_TOTAL: ("gpuUSD", 1.0),
+    metrics.JOB_CPU_COST_USD_TOTAL: ("cpuUSD", 1.0),
+    metrics.JOB_MEMORY_COST_USD_TOTAL: ("memoryUSD", 1.0),
+    metrics.JOB_LOST_STEPS_TOTAL: ("lostSteps", 1.0),
+    metrics.JOB_IDLE_COST_USD_TOTAL: ("idleUSD", 1.0),
+    metrics.JOB_COMPILE_COST_USD_TOTAL: ("compileUSD", 1.0),
+    metrics.JOB_LOST_WORK_COST_USD_TOTAL: ("lostWorkUSD", 1.0),
+    metrics.JOB_GPU_SECONDS_TOTAL: ("gpuHours", 3600.0),
+    metrics.JOB_TOKENS_TOTAL: ("tokens", 1.0),
+    metrics.JOB_STEPS_TOTAL: ("stepsExecuted", 1.0),
+}
+"""Job counter -> (status.cost field, scale): the counters are the status figures."""
+
+
+def _number(value: object) -> float:
+    try:
+        return max(float(str(value)), 0.0) if value not in (None, "") else 0.0
+    except ValueError:
+        return 0.0
+
 _JOB_COUNTERS = {
-    metrics.JOB_COST_USD_TOTAL: "Allocated GPU cost of the job in USD",
+    metrics.JOB_COST_USD_TOTAL: "Allocated cost of the job's pods (GPU, CPU, memory) in USD",
+    metrics.JOB_GPU_COST_USD_TOTAL: "GPU part of the job's cost, USD",
+    metrics.JOB_CPU_COST_USD_TOTAL: "CPU part of the job's cost, USD",
+    metrics.JOB_MEMORY_COST_USD_TOTAL: "Memory part of the job's cost, USD",
+    metrics.JOB_LOST_STEPS_TOTAL: "Steps computed again after restarts",
     metrics.JOB_IDLE_COST_USD_TOTAL: "Cost of the job's allocated GPUs at ~0 utilization, USD",
     metrics.JOB_COMPILE_COST_USD_TOTAL: "Cost of the job's compile time, USD",
     metrics.JOB_LOST_WORK_COST_USD_TOTAL: "Cost of steps computed again after restarts, USD",
     metrics.JOB_GPU_SECONDS_TOTAL: "Allocated GPU-seconds of the job",
     metrics.JOB_TOKENS_TOTAL: "Tokens attributed to the job by cost accounting",
-    metrics.JOB_STEPS_TOTAL: "Optimizer steps attributed to the job by cost accounting",
+    metrics.JOB_STEPS_TOTAL: "Optimizer steps the job executed (mean over ranks), recomputed ones included",
 }
 _NODE_COUNTERS = {
     metrics.NODE_COST_USD_TOTAL: "Node cost in USD",
@@ -35,7 +68,7 @@ _NODE_COUNTERS = {
 
 
 class CostMetrics:
-    """Totals since the operator started; register with ``registry.register`` (done in __init__)."""
+    """Cost totals (see the module docstring); registered with ``registry`` in __init__."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self._lock = threading.Lock()
@@ -45,27 +78,61 @@ class CostMetrics:
         self._hourly: dict[LabelValues, float] = {}
         self._runs: dict[str, float] = defaultdict(float)
         self._flags: dict[tuple[str, ...], float] = defaultdict(float)
+        self._invariant_ok: dict[str, float] = {}
+        self._invariant_failures: dict[str, float] = dict.fromkeys(INVARIANTS, 0.0)
+        self._unpriced: set[tuple[str, str]] = set()
         if registry is not None:
             registry.register(self)
 
-    def add_run(self, jobs: list[JobCost], alloc: Allocation) -> None:
-        """Add one accounting run's job and node costs atomically."""
+    def add_run(
+        self,
+        jobs: list[JobCost],
+        alloc: Allocation,
+        checks: tuple[Check, ...] = (),
+        *,
+        totals: Mapping[LabelValues, Mapping[str, Any]] | None = None,
+        node_totals: Mapping[str, tuple[float, float]] | None = None,
+    ) -> None:
+        """One accounting window, atomically: job flags; job totals set from ``totals`` (status.cost by
+        label values), the other ``jobs`` added as increments; node totals set from ``node_totals`` (the
+        ledger: usd, idle), else ``alloc``'s node costs added; the invariant checks."""
+        totals = totals or {}
         with self._lock:
+            for lv, cost in totals.items():
+                for metric, (name, scale) in STATUS_FIELDS.items():
+                    self._counters[metric][lv] = _number(cost.get(name)) * scale
+            for chk in checks:
+                self._invariant_ok[chk.name] = 1.0 if chk.ok else 0.0
+                self._invariant_failures[chk.name] += 0.0 if chk.ok else 1.0
+            self._unpriced = {(p.split("/", 1)[0], p.split("/", 1)[-1]) for p in alloc.unpriced_pods}
             for job in jobs:
                 lv = (job.job, job.namespace, job.commit, job.team)
+                for flag in job.flags:
+                    self._flags[(*lv, flag)] += 1
+                if lv in totals:
+                    continue
                 c = self._counters
                 c[metrics.JOB_COST_USD_TOTAL][lv] += float(job.usd)
+                c[metrics.JOB_GPU_COST_USD_TOTAL][lv] += float(job.gpu_usd)
+                c[metrics.JOB_CPU_COST_USD_TOTAL][lv] += float(job.cpu_usd)
+                c[metrics.JOB_MEMORY_COST_USD_TOTAL][lv] += float(job.memory_usd)
+                c[metrics.JOB_LOST_STEPS_TOTAL][lv] += job.lost_steps
                 c[metrics.JOB_IDLE_COST_USD_TOTAL][lv] += float(job.idle_usd)
                 c[metrics.JOB_COMPILE_COST_USD_TOTAL][lv] += float(job.compile_usd)
                 c[metrics.JOB_LOST_WORK_COST_USD_TOTAL][lv] += float(job.lost_usd)
                 c[metrics.JOB_GPU_SECONDS_TOTAL][lv] += float(job.gpu_seconds)
                 c[metrics.JOB_TOKENS_TOTAL][lv] += job.tokens
-                c[metrics.JOB_STEPS_TOTAL][lv] += job.steps
-                for flag in job.flags:
-                    self._flags[(*lv, flag)] += 1
-            for n in alloc.nodes:
-                self._counters[metrics.NODE_COST_USD_TOTAL][(n.name,)] += float(n.usd)
-                self._counters[metrics.NODE_IDLE_COST_USD_TOTAL][(n.name,)] += float(n.idle_usd)
+                c[metrics.JOB_STEPS_TOTAL][lv] += job.executed_steps
+            if node_totals is not None:
+                self._counters[metrics.NODE_COST_USD_TOTAL].clear()
+                self._counters[metrics.NODE_IDLE_COST_USD_TOTAL].clear()
+                for name, (usd, idle) in node_totals.items():
+                    self._counters[metrics.NODE_COST_USD_TOTAL][(name,)] = usd
+                    self._counters[metrics.NODE_IDLE_COST_USD_TOTAL][(name,)] = idle
+            else:
+                for n in alloc.nodes:
+                    self._counters[metrics.NODE_COST_USD_TOTAL][(n.name,)] += float(n.usd)
+                    self._counters[metrics.NODE_IDLE_COST_USD_TOTAL][(n.name,)] += float(n.idle_usd)
             self._runs["ok"] += 1
 
     def run_failed(self) -> None:
@@ -99,6 +166,7 @@ class CostMetrics:
                 dict(self._runs),
             )
             flags = dict(self._flags)
+            inv_ok, inv_fail, unpriced = dict(self._invariant_ok), dict(self._invariant_failures), set(self._unpriced)
         for name, doc in _JOB_COUNTERS.items():
             fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=JOB_LABELS)
             for lv, v in sorted(counters.get(name, {}).items()):
@@ -133,6 +201,26 @@ class CostMetrics:
         for lv, v in sorted(flags.items()):
             flag_fam.add_metric(list(lv), v)
         yield flag_fam
+        g = GaugeMetricFamily(
+            metrics.COST_INVARIANT_OK, "1 when the last accounting window held the invariant", labels=["invariant"]
+        )
+        for name, v in sorted(inv_ok.items()):
+            g.add_metric([name], v)
+        yield g
+        inv = CounterMetricFamily(
+            metrics.COST_INVARIANT_FAILURES_TOTAL.removesuffix("_total"),
+            "Accounting windows in which the invariant failed",
+            labels=["invariant"],
+        )
+        for name, v in sorted(inv_fail.items()):
+            inv.add_metric([name], v)
+        yield inv
+        g = GaugeMetricFamily(
+            metrics.COST_UNPRICED_PODS, "Running worker pods whose node has no price", labels=["namespace", "pod"]
+        )
+        for ns, pod in sorted(unpriced):
+            g.add_metric([ns, pod], 1.0)
+        yield g
         runs_fam = CounterMetricFamily(
             metrics.COST_ACCOUNTING_RUNS_TOTAL.removesuffix("_total"), "Accounting runs", labels=["outcome"]
         )

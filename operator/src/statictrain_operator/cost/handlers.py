@@ -4,12 +4,13 @@ Import this module (the operator's main.py does) to register:
 
 * ``@kopf.on.event`` on Nodes: price a GPU node whenever it appears or its
   labels change; patch only when the annotations differ (idempotent);
-* ``@kopf.on.startup``: a background task that re-prices all nodes, refreshes
-  every job's status.progress and status.compile from Prometheus, and runs
+* ``@kopf.on.startup``: a background task that re-prices all nodes and runs
   one accounting pass every ``STATICTRAIN_COST_INTERVAL_S`` seconds, stopped on
-  ``@kopf.on.cleanup``.
+  ``@kopf.on.cleanup`` (status.progress and status.compile are the progress part's).
 
-Handlers only translate events into calls of the pure modules and the kube/ layer.
+Settings come from main's Runtime (read before kopf starts); API calls go
+through the Kube port (cost.cluster). Handlers only translate events into calls
+of the pure modules.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import urllib.request
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import IO, Any, cast
@@ -35,23 +37,19 @@ from statictrain.pricing import (
     shipped_catalog_text,
 )
 
-from statictrain_operator import loops
+from statictrain_operator import loops, runtime
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.annotator import node_facts, plan_node_patches
+from statictrain_operator.cost.cluster import ClusterCost
 from statictrain_operator.cost.exporter import CostMetrics
-from statictrain_operator.cost.live_prices import refresh_azure
-from statictrain_operator.cost.progress_sync import ProgressSync
-from statictrain_operator.cost.prom import HttpPrometheus
+from statictrain_operator.cost.live_prices import RefreshSchedule, load, refresh_azure
 from statictrain_operator.cost.settings import CostSettings
-from statictrain_operator.kube.clients import Clients, build
-from statictrain_operator.kube.costs import KubeCostClient, read_configmap_key
-from statictrain_operator.kube.nodes import list_nodes, patch_node_annotations
+from statictrain_operator.kube.blocking import Blocking
+from statictrain_operator.prom import HttpPrometheus
+
+__all__ = ["CostRuntime", "cost_cleanup", "cost_startup", "price_node_event"]
 
 log = logging.getLogger(__name__)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _urlopen(url: str) -> IO[bytes]:
@@ -62,31 +60,29 @@ class CostRuntime:
     """What the handlers share, built once at startup and kept in kopf's memo."""
 
     def __init__(
-        self, settings: CostSettings, clients: Clients | None = None, registry: CollectorRegistry = REGISTRY
+        self,
+        settings: CostSettings,
+        cluster: ClusterCost,
+        clock: Callable[[], datetime],
+        registry: CollectorRegistry = REGISTRY,
     ) -> None:
-        self.settings = settings
-        clients = clients or build()
-        self.core = clients.core
+        self.settings, self.cluster, self.clock = settings, cluster, clock
         self.catalog: Catalog = parse_catalog(shipped_catalog_text())
         self.policy = FallbackPolicy(
             default_gpu_hourly_usd=settings.default_gpu_price,
             live_max_age=timedelta(hours=settings.live_max_age_h),
         )
         self._custom: list[CustomPrice] = []
-        self._live: LiveQuotes | None = None
-        self._live_at = datetime.min.replace(tzinfo=UTC)
+        self._live: LiveQuotes | None = load("azure", Path(settings.live_cache_dir))  # the last known, at once
+        self._live_schedule = RefreshSchedule(every_s=settings.live_refresh_s)
         self.metrics = CostMetrics(registry)
-        kube = KubeCostClient(clients, _now)
-        prom = HttpPrometheus(settings.prometheus_url)
-        # status.progress and status.compile from the sidecars' metrics, just before each accounting pass.
-        self.progress = ProgressSync(kube, prom, max(60.0, 2 * settings.interval_s), _now)
         self.accountant = Accountant(
-            kube=kube,
-            prom=prom,
+            kube=cluster,
+            prom=HttpPrometheus(settings.prometheus_url),
             catalog=self.catalog,
             settings=settings,
             metrics=self.metrics,
-            clock=_now,
+            clock=clock,
         )
 
     def refresh_prices(self, nodes: list[dict[str, Any]]) -> None:
@@ -94,35 +90,35 @@ class CostRuntime:
         ref = self.settings.custom_prices_configmap
         if ref:
             ns, name = ref.split("/")
-            text = read_configmap_key(self.core, ns, name, "prices.csv")
+            text = self.cluster.read_configmap_key(ns, name, "prices.csv")
             try:
                 self._custom = parse_custom_prices(text) if text else []
             except ValueError as e:
                 log.warning("custom prices in ConfigMap %s ignored: %s", ref, e)
-        now = _now()
+        now = self.clock()
         if "azure" in {p.strip() for p in self.settings.live_providers.split(",")}:
             facts = [node_facts(n) for n in nodes]
             skus = sorted(
                 {f.instance_type for f in facts if f.instance_type and f.instance_type.startswith("Standard_")}
             )
             regions = sorted({f.region for f in facts if f.region and f.instance_type in skus})
-            due = (now - self._live_at).total_seconds() > self.settings.live_refresh_s
-            if skus and due:
-                self._live = refresh_azure(_urlopen, regions, skus, now, Path(self.settings.live_cache_dir))
-                self._live_at = now
+            if skus and self._live_schedule.due(now):
+                quotes, fresh = refresh_azure(_urlopen, regions, skus, now, Path(self.settings.live_cache_dir))
+                self._live = quotes or self._live
+                self._live_schedule = self._live_schedule.after(fresh, now)
 
     def annotate(self, nodes: list[dict[str, Any]]) -> int:
-        now = _now()
+        now = self.clock()
         live = [self._live] if self._live is not None else []
         patches = plan_node_patches(nodes, self.catalog, now=now, custom=self._custom, live=live, policy=self.policy)
         for name, patch in patches.items():
-            patch_node_annotations(self.core, name, patch)
+            self.cluster.patch_node_annotations(name, patch)
         for node in nodes:
             facts = node_facts(node)
             ann = (node.get("metadata") or {}).get("annotations") or {}
             merged = {**ann, **{k: v for k, v in patches.get(facts.name, {}).items() if v is not None}}
             hourly = merged.get(labels.HOURLY_COST)
-            if hourly and facts.gpu_count > 0:
+            if hourly:
                 source = merged.get(labels.PRICE_SOURCE, "")
                 self.metrics.set_node_hourly(
                     facts.name, facts.instance_type or "", facts.capacity_type, source, float(hourly)
@@ -130,18 +126,19 @@ class CostRuntime:
         return len(patches)
 
     def tick(self) -> None:
-        nodes = list_nodes(self.core)
+        """One pass (blocking): list the nodes once, price them, account every job."""
+        self.cluster.nodes = None
+        nodes = self.cluster.list_nodes()
         self.refresh_prices(nodes)
         self.annotate(nodes)
-        try:
-            self.progress.run_once()
-        except Exception:
-            log.exception("progress refresh failed; retrying next interval")
+        self.cluster.nodes = nodes  # the accounting pass prices the same nodes
         try:
             self.accountant.run_once()
         except Exception:
             self.metrics.run_failed()
             raise
+        finally:
+            self.cluster.nodes = None
 
 
 async def _tick(rt: CostRuntime) -> None:
@@ -153,15 +150,20 @@ async def _tick(rt: CostRuntime) -> None:
 
 @kopf.on.startup()
 async def cost_startup(memo: kopf.Memo, **_: Any) -> None:
-    settings = CostSettings.from_env()
-    if not settings.enabled:
-        return
-    main_runtime = memo.get("runtime")  # main.py's Runtime: reuse its API clients (same cluster, same pool)
-    shared: Clients | None = getattr(main_runtime, "clients", None)
-    rt = await asyncio.to_thread(CostRuntime, settings, shared)
-    memo["cost_runtime"] = rt
+    rt = runtime.of(memo)
+    settings: CostSettings = rt.parts["cost"]
+    cluster = ClusterCost(
+        rt.kube,
+        Blocking(asyncio.get_running_loop()),
+        rt.jobs,
+        rt.job,
+        rt.clock,
+        state_configmap=settings.state_configmap,
+    )
+    cost = CostRuntime(settings, cluster, rt.clock)
+    memo["cost_runtime"] = cost
     stop = asyncio.Event()
-    loops.start_periodic(memo, "cost", loops.periodic(partial(_tick, rt), settings.interval_s, stop), stop)
+    loops.start_periodic(memo, "cost", loops.periodic(partial(_tick, cost), settings.interval_s, stop), stop)
 
 
 @kopf.on.cleanup()

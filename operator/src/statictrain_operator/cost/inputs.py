@@ -1,8 +1,10 @@
 """Turn API objects and Prometheus series into the cost model's inputs (pure).
 
-Pods become :class:`PodInfo` keyed by UID, nodes :class:`NodeInfo` priced from
-their annotations (or priced on the spot when not yet annotated), and the
-sidecar's series :class:`PodUsage` per pod UID.
+Pods become :class:`PodInfo` keyed by UID (with CPU and memory requests and their
+node rank), nodes :class:`NodeInfo` priced from their annotations (or priced on the
+spot when not yet annotated), GPU and CPU-only alike, and the raw samples of the
+sidecar's and cAdvisor's series :class:`PodUsage` per pod UID (see
+:mod:`statictrain.counters` for why raw samples).
 """
 
 from __future__ import annotations
@@ -14,15 +16,19 @@ from decimal import Decimal
 from typing import Any
 
 from statictrain import labels, metrics
-from statictrain.cost import JobKey, NodeInfo, PodInfo, PodUsage, Sample, Window
+from statictrain.cost import DEFAULT_WEIGHTS, NodeInfo, PodInfo, PodUsage, ResourcePrices, Window
+from statictrain.counters import Counter, Sample
 from statictrain.money import parse_usd
 from statictrain.pricing import NodeFacts
-from statictrain.promql import selector
+from statictrain.promql import Matcher, range_duration, selector
+from statictrain.quantities import parse_quantity
 
-from statictrain_operator.cost.annotator import is_gpu_node, node_facts
-from statictrain_operator.cost.prom import Series
+from statictrain_operator.cost.annotator import node_facts
+from statictrain_operator.prom import Series
 
 TERMINAL = ("Succeeded", "Failed")
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+GIB = 2.0**30
 
 
 def parse_time(text: str | None) -> float | None:
@@ -31,14 +37,22 @@ def parse_time(text: str | None) -> float | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def _gpu_request(spec: Mapping[str, Any]) -> int:
-    total = 0
+def _request(spec: Mapping[str, Any], resource: str) -> float:
+    """Sum over containers of the request (else the limit, as the API server defaults it)."""
+    total = 0.0
     for c in spec.get("containers") or []:
         res = c.get("resources") or {}
-        raw = (res.get("limits") or {}).get(labels.GPU_RESOURCE) or (res.get("requests") or {}).get(labels.GPU_RESOURCE)
+        raw = (res.get("requests") or {}).get(resource)
+        if raw is None:
+            raw = (res.get("limits") or {}).get(resource)
         if raw is not None:
-            total += int(str(raw))
+            total += parse_quantity(raw, what=f"container {c.get('name', '?')} {resource}")
     return total
+
+
+def _rank(meta: Mapping[str, Any]) -> int:
+    raw = (meta.get("annotations") or {}).get(COMPLETION_INDEX) or (meta.get("labels") or {}).get(COMPLETION_INDEX)
+    return int(raw) if raw is not None and str(raw).isdigit() else 0
 
 
 def _finished(pod: Mapping[str, Any]) -> float | None:
@@ -70,24 +84,34 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
     if not job or not meta.get("uid"):
         return None
     status = pod.get("status") or {}
+    spec = pod.get("spec") or {}
     return PodInfo(
         uid=meta["uid"],
         name=meta.get("name", ""),
         namespace=meta.get("namespace", ""),
         job=job,
-        node=(pod.get("spec") or {}).get("nodeName"),
-        gpus_requested=_gpu_request(pod.get("spec") or {}),
+        node=spec.get("nodeName"),
+        gpus_requested=round(_request(spec, labels.GPU_RESOURCE)),
         started=parse_time(status.get("startTime")),
         finished=_finished(pod),
         commit=lab.get(labels.COMMIT, ""),
         team=lab.get(labels.TEAM, ""),
+        cpu_requested=_request(spec, "cpu"),
+        memory_requested_gib=_request(spec, "memory") / GIB,
+        rank=_rank(meta),
     )
 
 
-def node_info(node: Mapping[str, Any], price_now: Callable[[NodeFacts], Decimal]) -> NodeInfo | None:
-    """A GPU node with its hourly price from the annotator's annotation (or priced now if missing)."""
-    if not is_gpu_node(node):
-        return None
+def _capacity(node: Mapping[str, Any], resource: str) -> float:
+    status = node.get("status") or {}
+    raw = (status.get("allocatable") or {}).get(resource) or (status.get("capacity") or {}).get(resource)
+    return parse_quantity(raw, what=f"node capacity {resource}") if raw is not None else 0.0
+
+
+def node_info(
+    node: Mapping[str, Any], price_now: Callable[[NodeFacts], Decimal], weights: ResourcePrices = DEFAULT_WEIGHTS
+) -> NodeInfo:
+    """A node (GPU or CPU-only) with its hourly price from the annotator's annotation (or priced now if missing)."""
     facts = node_facts(node)
     ann = (node.get("metadata") or {}).get("annotations") or {}
     raw = ann.get(labels.HOURLY_COST)
@@ -99,72 +123,132 @@ def node_info(node: Mapping[str, Any], price_now: Callable[[NodeFacts], Decimal]
         facts.name,
         hourly,
         facts.gpu_count,
+        cpu=_capacity(node, "cpu"),
+        memory_gib=_capacity(node, "memory") / GIB,
         present_from=parse_time(meta.get("creationTimestamp")),
         present_to=parse_time(meta.get("deletionTimestamp")),
+        weights=weights,
     )
 
 
 # ----------------------------------------------------------------------------- Prometheus
 
-
-def usage_queries() -> dict[str, str]:
-    """The PromQL of one accounting run (all pods at once)."""
-    return {
-        "util": selector(metrics.GPU_UTILIZATION_RATIO),
-        "compile": selector(metrics.TRAIN_COMPILE_SECONDS),
-        "tokens": selector(metrics.TRAIN_TOKENS_TOTAL),
-        "steps": f"max by (namespace, job_name) ({selector(metrics.TRAIN_STEP)})",
-    }
-
-
-def _split(samples: Sequence[Sample], window: Window) -> tuple[Sample | None, list[Sample]]:
-    before = [s for s in samples if s.t < window.start]
-    inside = [s for s in samples if window.start <= s.t < window.end]
-    return (before[-1] if before else None), inside
+COUNTERS = {
+    "tokens": metrics.TRAIN_TOKENS_TOTAL,
+    "steps": metrics.TRAIN_STEPS_TOTAL,
+    "compile": metrics.TRAIN_COMPILE_SECONDS,
+}
+"""Per-process counters of the sidecar, keyed by pod_uid (compile seconds only grow within a process)."""
+HELD = {"util": metrics.GPU_UTILIZATION_RATIO, "step": metrics.TRAIN_STEP}
+"""Gauges held until their next sample, keyed by pod_uid."""
+CADVISOR_CPU = "container_cpu_usage_seconds_total"
+CADVISOR_MEMORY = "container_memory_working_set_bytes"
+_REAL_CONTAINER = (Matcher("container", "!=", ""), Matcher("container", "!=", "POD"))
+EPSILON_S = 0.001
+"""Range selectors are evaluated at ``end - 1 ms``: on Prometheus' millisecond grid they then hold ``[start, end)``."""
 
 
-def build_usage(window: Window, series: Mapping[str, Iterable[Series]]) -> dict[str, PodUsage]:
-    """Per pod UID usage from the range-query results of :func:`usage_queries` (keys util/compile/tokens)."""
-    util: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
-    for s in series.get("util", ()):
-        uid = s.labels.get("pod_uid")
-        if not uid:
-            continue
-        gpu = s.labels.get("gpu_uuid") or s.labels.get("gpu") or "0"
-        util[uid][gpu].extend(p for p in s.samples if p.t < window.end)  # earlier ones reach into it
-    counters: dict[str, dict[str, tuple[Sample | None, list[Sample]]]] = defaultdict(dict)
-    for key in ("compile", "tokens"):
-        per_uid: dict[str, list[Sample]] = defaultdict(list)
-        for s in series.get(key, ()):
-            uid = s.labels.get("pod_uid")
-            if uid:
-                per_uid[uid].extend(s.samples)
-        for uid, samples in per_uid.items():
-            counters[uid][key] = _split(sorted(samples, key=lambda x: x.t), window)
-    out: dict[str, PodUsage] = {}
-    for uid in set(util) | set(counters):
-        per_gpu = {gpu: sorted(samples) for gpu, samples in util.get(uid, {}).items()}
-        comp = counters[uid].get("compile", (None, []))
-        tok = counters[uid].get("tokens", (None, []))
-        out[uid] = PodUsage(
-            gpus_seen=len(per_gpu),
-            utilization=per_gpu,
-            compile_seconds=comp[1],
-            compile_baseline=comp[0],
-            tokens=tok[1],
-            tokens_baseline=tok[0],
-        )
+def usage_queries(window: Window, lookback_s: float) -> dict[str, tuple[str, float]]:
+    """key -> (PromQL, evaluation time) of one accounting window: raw samples in ``[start - lookback, end)``."""
+    rng = range_duration(window.seconds + lookback_s)
+    at = window.end - EPSILON_S
+    out = {k: (f"{selector(m)}[{rng}]", at) for k, m in {**COUNTERS, **HELD}.items()}
+    out["cpu"] = (f"{selector(CADVISOR_CPU, matchers=_REAL_CONTAINER)}[{rng}]", at)
+    out["memory"] = (f"{selector(CADVISOR_MEMORY, matchers=_REAL_CONTAINER)}[{rng}]", at)
     return out
 
 
-def build_job_steps(window: Window, series: Iterable[Series]) -> tuple[dict[JobKey, list[Sample]], dict[JobKey, float]]:
-    """Per job step samples inside the window and the last step before it."""
-    steps: dict[JobKey, list[Sample]] = {}
-    baselines: dict[JobKey, float] = {}
-    for s in series:
-        key = (s.labels.get("namespace", ""), s.labels.get("job_name", ""))
-        before, inside = _split(sorted(s.samples, key=lambda x: x.t), window)
-        steps[key] = inside
-        if before is not None:
-            baselines[key] = before.v
-    return steps, baselines
+def prev_query(key: str, uids: Iterable[str], window: Window, lookback_s: float) -> tuple[str, float]:
+    """The last value before the window of counter ``key`` for these pod UIDs, looking back ``lookback_s``."""
+    sel = selector(COUNTERS[key], any_of={"pod_uid": sorted(set(uids))})
+    return f"last_over_time({sel}[{range_duration(lookback_s)}])", window.start - EPSILON_S
+
+
+def _ms(t: float) -> int:
+    return round(t * 1000)
+
+
+def _counter(samples: Sequence[Sample], window: Window, prev: float | None) -> Counter:
+    a, b = _ms(window.start), _ms(window.end)
+    before = [s for s in samples if _ms(s.t) < a]
+    inside = tuple(s for s in samples if a <= _ms(s.t) < b)
+    return Counter(before[-1].v if before else prev, inside, before[-1].t if before else None)
+
+
+def _held(samples: Sequence[Sample], window: Window) -> list[Sample]:
+    b = _ms(window.end)
+    return [s for s in samples if _ms(s.t) < b]
+
+
+def counters_missing_prev(
+    window: Window, series: Mapping[str, Iterable[Series]], started: Mapping[str, float | None], lookback_s: float
+) -> dict[str, list[str]]:
+    """Counter key -> pod UIDs whose series has no sample in the lookback before the window although the pod
+    ran before it (a scrape gap longer than the lookback): their last value must be looked up further back."""
+    out: dict[str, list[str]] = {}
+    a = _ms(window.start)
+    for key in COUNTERS:
+        with_prev = {s.labels.get("pod_uid", "") for s in series.get(key, ()) if any(_ms(p.t) < a for p in s.samples)}
+        missing = [
+            uid
+            for uid, t in started.items()
+            if t is not None and t < window.start - lookback_s and uid not in with_prev
+        ]
+        if missing:
+            out[key] = sorted(missing)
+    return out
+
+
+def build_usage(
+    window: Window,
+    series: Mapping[str, Iterable[Series]],
+    pod_uids: Mapping[tuple[str, str], str] | None = None,
+    prevs: Mapping[str, Mapping[str, float]] | None = None,
+) -> dict[str, PodUsage]:
+    """Per pod UID usage for ``window`` from the raw series of :func:`usage_queries`.
+
+    ``pod_uids`` maps (namespace, pod name) to UID for cAdvisor's series (which carry
+    no UID); ``prevs`` holds, per counter key and UID, a last value found further back.
+    """
+    pod_uids = pod_uids or {}
+    prevs = prevs or {}
+    util: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
+    step: dict[str, list[Sample]] = defaultdict(list)
+    counters: dict[str, dict[str, list[Counter]]] = defaultdict(lambda: defaultdict(list))
+    cpu: dict[str, list[Counter]] = defaultdict(list)
+    mem: dict[str, list[list[Sample]]] = defaultdict(list)
+    for s in series.get("util", ()):
+        uid = s.labels.get("pod_uid")
+        if uid:
+            gpu = s.labels.get("gpu_uuid") or s.labels.get("gpu") or "0"
+            util[uid][gpu] = sorted([*util[uid][gpu], *_held(s.samples, window)])  # one GPU, several series
+    for s in series.get("step", ()):
+        uid = s.labels.get("pod_uid")
+        if uid:
+            step[uid] = sorted([*step[uid], *_held(s.samples, window)])
+    for key in COUNTERS:
+        for s in series.get(key, ()):
+            uid = s.labels.get("pod_uid")
+            if uid:
+                counters[uid][key].append(_counter(s.samples, window, prevs.get(key, {}).get(uid)))
+    for s in series.get("cpu", ()):
+        uid = pod_uids.get((s.labels.get("namespace", ""), s.labels.get("pod", "")))
+        if uid:
+            cpu[uid].append(_counter(s.samples, window, None))
+    for s in series.get("memory", ()):
+        uid = pod_uids.get((s.labels.get("namespace", ""), s.labels.get("pod", "")))
+        if uid:
+            mem[uid].append(_held(s.samples, window))
+    out: dict[str, PodUsage] = {}
+    for uid in set(util) | set(step) | set(counters) | set(cpu) | set(mem):
+        c = counters.get(uid, {})
+        out[uid] = PodUsage(
+            utilization=dict(util.get(uid, {})),
+            tokens=c.get("tokens", []),
+            steps=c.get("steps", []),
+            compile_seconds=c.get("compile", []),
+            step=step.get(uid, []),
+            cpu_seconds=cpu.get(uid, []),
+            memory_bytes=mem.get(uid, []),
+        )
+    return out

@@ -15,7 +15,8 @@ import json
 import logging
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import IO, Any
@@ -100,18 +101,42 @@ def load(provider: str, cache_dir: Path) -> LiveQuotes | None:
         return None
 
 
+@dataclass(frozen=True)
+class RefreshSchedule:
+    """When to refresh live prices next: every ``every_s`` after a success; after failures, retry with
+    exponential backoff from ``first_retry_s`` (doubling, at most ``every_s``)."""
+
+    every_s: float
+    first_retry_s: float = 60.0
+    failures: int = 0
+    next_at: datetime | None = None
+    """None: due now (nothing fetched yet)."""
+
+    def due(self, now: datetime) -> bool:
+        return self.next_at is None or now >= self.next_at
+
+    def after(self, ok: bool, now: datetime) -> RefreshSchedule:
+        if ok:
+            return replace(self, failures=0, next_at=now + timedelta(seconds=self.every_s))
+        wait = min(self.first_retry_s * 2**self.failures, self.every_s)
+        return replace(self, failures=self.failures + 1, next_at=now + timedelta(seconds=wait))
+
+
 def refresh_azure(
     urlopen: Urlopen, regions: Sequence[str], skus: Sequence[str], now: datetime, cache_dir: Path
-) -> LiveQuotes | None:
-    """Fresh quotes (saved to disk), else the last saved ones (the pricer flags them stale by age)."""
+) -> tuple[LiveQuotes | None, bool]:
+    """(quotes, fresh): fresh quotes (saved to disk), else the last saved ones (the pricer flags them
+    stale by age) with fresh False, so the caller retries soon (:class:`RefreshSchedule`)."""
     try:
         quotes = fetch_azure(urlopen, regions, skus, now)
     except (OSError, ValueError) as e:
         log.warning("Azure Retail Prices API unreachable (%s); using the on-disk copy if any", e)
-        return load("azure", cache_dir)
-    if quotes.prices:
-        try:
-            save(quotes, cache_dir)
-        except OSError as e:
-            log.warning("cannot save Azure prices to %s: %s", cache_dir, e)
-    return quotes
+        return load("azure", cache_dir), False
+    if not quotes.prices:
+        log.warning("Azure Retail Prices API returned no usable prices; using the on-disk copy if any")
+        return load("azure", cache_dir), False
+    try:
+        save(quotes, cache_dir)
+    except OSError as e:
+        log.warning("cannot save Azure prices to %s: %s", cache_dir, e)
+    return quotes, True

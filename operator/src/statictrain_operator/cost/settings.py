@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from statictrain import envconfig
+from statictrain.cost import ResourcePrices
 from statictrain.money import parse_usd
 
 ENV_PREFIX = "STATICTRAIN_COST_"
@@ -26,11 +27,25 @@ class CostSettings:
     max_gap_s: float = 60.0
     """A utilization sample stands for at most this many seconds; longer gaps are flagged."""
     max_catchup_s: float = 3600.0
-    """After an operator restart, account at most this many seconds of the time it was down."""
+    """Longest accounting window: after an operator outage, the time it was down is caught up in full,
+    nodes and jobs alike, in windows of at most this many seconds."""
+    usage_grace_s: float = 600.0
+    """While Prometheus is unreachable for less than this, accounting waits (and then catches up exactly);
+    after it, cost is accounted from the API server alone and the missing usage is flagged (lost)."""
+    counter_lookback_s: float = 600.0
+    """How far before a window its counters' previous samples are read in the same query (longer gaps
+    cost one more query for the pods concerned)."""
+    price_split: str = "0.95,0.031611,0.004237"
+    """Weights ``gpu,cpu,memory`` (USD per GPU-, core-, GiB-hour) that split a node's price among its
+    resources in proportion to capacity x weight; default: OpenCost's default rates."""
     query_step_s: float = 5.0
     """Resolution of the Prometheus range queries of one accounting run."""
     default_gpu_hourly_usd: str = "4.00"
     """Per-GPU hourly price of a node nothing is known about (flagged as fallback), decimal string."""
+    state_configmap: str = ""
+    """``namespace/name`` of the ConfigMap (key ``state.json``) keeping node cost totals and how far they are
+    accounted, so an operator restart resumes there and its counters neither reset nor lose a window;
+    empty: kept in memory only."""
     custom_prices_configmap: str = ""
     """``namespace/name`` of a ConfigMap whose key ``prices.csv`` holds custom prices; empty: none."""
     live_providers: str = ""
@@ -50,14 +65,27 @@ class CostSettings:
                 "STATICTRAIN_COST_INTERVAL_S, _QUERY_STEP_S, _MAX_GAP_S and _MAX_CATCHUP_S must be positive"
             )
         if not 0 <= self.idle_threshold <= 1:
+            raise ValueError(f"STATICTRAIN_COST_IDLE_THRESHOLD must be within 0..1, got {self.idle_threshold}")
+        parse_usd(self.default_gpu_hourly_usd, what="STATICTRAIN_COST_DEFAULT_GPU_HOURLY_USD", allow_zero=False)
+        _ = self.weights  # validates STATICTRAIN_COST_PRICE_SPLIT
+        if self.counter_lookback_s <= 0 or self.usage_grace_s < 0:
             raise ValueError(
-                f"STATICTRAIN_COST_IDLE_THRESHOLD must be within 0..1, got {self.idle_threshold}"
+                "STATICTRAIN_COST_COUNTER_LOOKBACK_S must be positive and STATICTRAIN_COST_USAGE_GRACE_S not negative"
             )
-        parse_usd(
-            self.default_gpu_hourly_usd, what="STATICTRAIN_COST_DEFAULT_GPU_HOURLY_USD", allow_zero=False
-        )
-        if self.custom_prices_configmap and self.custom_prices_configmap.count("/") != 1:
-            raise ValueError("STATICTRAIN_COST_CUSTOM_PRICES_CONFIGMAP must be written namespace/name")
+        for var, ref in (
+            ("CUSTOM_PRICES_CONFIGMAP", self.custom_prices_configmap),
+            ("STATE_CONFIGMAP", self.state_configmap),
+        ):
+            if ref and ref.count("/") != 1:
+                raise ValueError(f"STATICTRAIN_COST_{var} must be written namespace/name")
+
+    @property
+    def weights(self) -> ResourcePrices:
+        parts = [p.strip() for p in self.price_split.split(",")]
+        if len(parts) != 3:
+            raise ValueError(f"STATICTRAIN_COST_PRICE_SPLIT {self.price_split!r} must be three decimals gpu,cpu,memory")
+        g, c, m = (parse_usd(p, what="STATICTRAIN_COST_PRICE_SPLIT part") for p in parts)
+        return ResourcePrices(gpu=g, cpu=c, memory=m)
 
     @property
     def default_gpu_price(self) -> Decimal:

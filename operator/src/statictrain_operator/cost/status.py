@@ -1,10 +1,11 @@
 """status.cost of a StaticTrainingJob: add one accounting increment to what it holds (pure).
 
-All money fields are decimal strings. Running token and step totals are kept
-in ``tokens`` and ``steps`` (integer strings); for a status written before they
-existed they are recovered from the previous ``usd`` and ``usdPer1MTokens`` /
-``usdPerStep`` (exact enough at 1e-9 USD resolution). status.progress.step,
-when set, gives the step count directly.
+All money fields are decimal strings. Running totals: ``tokens`` (integer
+string), ``steps`` (progress), ``stepsExecuted`` and ``lostSteps`` (decimal
+strings: DDP steps are means over ranks), ``steadyUSD``/``steadySteps`` (the cost
+per step that prices lost work) and ``stepMark`` (the job's step at ``updated``,
+where the next window starts). Tokens of a status written before they existed
+are recovered from ``usd`` and ``usdPer1MTokens``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from statictrain.cost import JobCost
+from statictrain.cost import JobCost, JobTotals, fold_job
 from statictrain.money import ZERO, format_usd
 
 FINE = Decimal("0.000000001")
@@ -36,6 +37,28 @@ def _derived_count(usd: Decimal, per_unit: Decimal, unit: Decimal = Decimal(1)) 
     return (usd / per_unit * unit) if per_unit > 0 else ZERO
 
 
+def totals(prev: Mapping[str, Any] | None) -> JobTotals:
+    """The job's running totals (for lost work) as its status.cost holds them."""
+    prev = prev or {}
+    return JobTotals(
+        executed_steps=float(_dec(prev.get("stepsExecuted"))),
+        steps=float(_dec(prev.get("steps"))),
+        lost_steps=float(_dec(prev.get("lostSteps"))),
+        steady_usd=_dec(prev.get("steadyUSD")),
+        steady_steps=float(_dec(prev.get("steadySteps"))),
+    )
+
+
+def step_mark(prev: Mapping[str, Any] | None) -> float | None:
+    """The job's step when status.cost was last updated; None before the first accounting."""
+    raw = (prev or {}).get("stepMark")
+    return float(_dec(raw)) if raw not in (None, "") else None
+
+
+def _count(value: float) -> str:
+    return format_usd(Decimal(repr(value)), quantum=Decimal("0.001"))
+
+
 def accumulate(
     prev: Mapping[str, Any] | None,
     inc: JobCost | None,
@@ -43,37 +66,47 @@ def accumulate(
     now: datetime,
     progress: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
-    """The new status.cost after adding ``inc`` (None: no cost in this run, only ``updated`` moves)."""
+    """The new status.cost after adding ``inc`` (None: no cost in this window, only ``updated`` moves).
+
+    ``now`` is the end of the accounted window (the next window starts there). The
+    increment is folded into the job's totals here (:func:`statictrain.cost.fold_job`),
+    which sets its lost steps and lost-work cost.
+    """
     prev = prev or {}
     progress = progress or {}
+    t = fold_job(totals(prev), inc) if inc is not None else totals(prev)
     usd0 = _dec(prev.get("usd"))
     tokens0 = (
         _dec(prev["tokens"]) if prev.get("tokens") else _derived_count(usd0, _dec(prev.get("usdPer1MTokens")), MILLION)
     )
-    steps0 = _dec(prev["steps"]) if prev.get("steps") else _derived_count(usd0, _dec(prev.get("usdPerStep")))
     usd = usd0 + (inc.usd if inc else ZERO)
+
+    def add(name: str, value: Decimal) -> str:
+        return format_usd(_dec(prev.get(name)) + (value if inc else ZERO), quantum=FINE)
+
     gpu_hours = _dec(prev.get("gpuHours")) + ((inc.gpu_seconds / HOUR) if inc else ZERO)
-    idle = _dec(prev.get("idleUSD")) + (inc.idle_usd if inc else ZERO)
-    comp = _dec(prev.get("compileUSD")) + (inc.compile_usd if inc else ZERO)
-    lost = _dec(prev.get("lostWorkUSD")) + (inc.lost_usd if inc else ZERO)
     tokens = tokens0 + (Decimal(repr(inc.tokens)) if inc else ZERO)
-    step_now = progress.get("step")
-    steps = (
-        Decimal(int(step_now))
-        if isinstance(step_now, int) and step_now > 0
-        else steps0 + (inc.steps if inc else 0)
-    )
+    steps = Decimal(repr(t.steps))
+    mark = inc.step_mark if inc is not None and inc.step_mark is not None else step_mark(prev)
     out: dict[str, str] = {
         "usd": format_usd(usd, quantum=FINE),
+        "gpuUSD": add("gpuUSD", inc.gpu_usd if inc else ZERO),
+        "cpuUSD": add("cpuUSD", inc.cpu_usd if inc else ZERO),
+        "memoryUSD": add("memoryUSD", inc.memory_usd if inc else ZERO),
         "gpuHours": format_usd(gpu_hours, quantum=FINE),
-        "idleUSD": format_usd(idle, quantum=FINE),
-        "compileUSD": format_usd(comp, quantum=FINE),
-        "lostWorkUSD": format_usd(lost, quantum=FINE),
+        "idleUSD": add("idleUSD", inc.idle_usd if inc else ZERO),
+        "compileUSD": add("compileUSD", inc.compile_usd if inc else ZERO),
+        "lostWorkUSD": add("lostWorkUSD", inc.lost_usd if inc else ZERO),
         "usdPerStep": format_usd(usd / steps, quantum=FINE) if steps > 0 else "",
         "usdPer1MTokens": format_usd(usd / tokens * MILLION, quantum=FINE) if tokens > 0 else "",
         "projectedUSD": format_usd(_projected(usd, steps, progress), quantum=FINE),
         "tokens": str(int(tokens.to_integral_value())),
         "steps": str(int(steps.to_integral_value())),
+        "stepsExecuted": _count(t.executed_steps),
+        "lostSteps": _count(t.lost_steps),
+        "steadyUSD": format_usd(t.steady_usd, quantum=FINE),
+        "steadySteps": _count(t.steady_steps),
+        "stepMark": _count(mark) if mark is not None else "",
         "updated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     return out

@@ -1,6 +1,11 @@
-"""The only layer that imports ``kubernetes``: each module holds the API calls of one concern.
+"""The operator's edge to the Kubernetes API, and the only layer that imports ``kubernetes`` or speaks HTTP to it.
 
-Callers pass the client objects in (built once in ``clients.build``); bodies go
-in and come out as plain dicts in the API server's camelCase, so the pure
-modules never see a kubernetes model class.
+- ``port``: the ``Kube`` Protocol every part calls, the resources, what "missing" answers mean;
+- ``http``: ``HttpKube``, the port over the API server (aiohttp, one session on kopf's loop);
+- ``fake``: ``FakeKube``, the port in memory (checked against the real server by a contract test);
+- ``endpoint``: server and credentials, read once in main (kubeconfig or service account);
+- ``blocking``: calling the port from a worker thread; ``events``, ``heartbeat``: Event and Lease bodies.
+
+Bodies go in and come out as plain dicts in the API server's camelCase. What a
+part writes (which patch for which decision) lives with that part, not here.
 """

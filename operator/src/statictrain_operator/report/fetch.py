@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 from statictrain.cost import Sample
 from statictrain.promql import range_duration, selector
 
-from statictrain_operator.cost.prom import PromReader, Series
+from statictrain_operator.prom import PromReader, Series
 from statictrain_operator.report.model import JOB_METRICS, NODE_METRICS, ReportWindow
 
+__all__ = ["BASELINE_LOOKBACK_S", "FILTER_LABELS", "MAX_POINTS", "Progress", "fetch", "job_filters"]
+
 MAX_POINTS = 10_000
+PARALLEL_QUERIES = 4
+"""Report queries in flight at once."""
 BASELINE_LOOKBACK_S = 3600.0
 """How far before the window a series' last value is looked for."""
 FILTER_LABELS = {"namespace": "namespace", "team": "team", "commit": "commit", "job": "job_name"}
@@ -65,23 +71,28 @@ def fetch(
     plan = [("job", f, selector(m, any_of=any_of)) for f, m in JOB_METRICS.items()]
     plan += [("node", f, selector(m)) for f, m in NODE_METRICS.items()]
     chunks = _chunks(window)
-    total = len(plan) * (1 + len(chunks))
-    done = 0
     bucket = range_duration(window.step_s)
     lookback = range_duration(baseline_lookback_s)
-    out: dict[str, dict[str, list[Series]]] = {"job": {}, "node": {}}
-    for kind, field_name, sel in plan:
-        merged: dict[tuple[tuple[str, str], ...], list[Sample]] = defaultdict(list)
-        for s in reader.query(f"last_over_time({sel}[{lookback}])", window.eval_start):
-            merged[tuple(sorted(s.labels.items()))].extend(Sample(window.eval_start, p.v) for p in s.samples)
-        done += 1
-        if progress:
-            progress(done, total, field_name)
+    calls: list[tuple[int, bool, Callable[[], list[Series]]]] = []  # (plan index, baseline?, query)
+    for i, (_, _, sel) in enumerate(plan):
+        calls.append((i, True, partial(reader.query, f"last_over_time({sel}[{lookback}])", window.eval_start)))
         for lo, hi in chunks:
-            for s in reader.query_range(f"last_over_time({sel}[{bucket}])", lo, hi, window.step_s):
-                merged[tuple(sorted(s.labels.items()))].extend(s.samples)
-            done += 1
+            q = f"last_over_time({sel}[{bucket}])"
+            calls.append((i, False, partial(reader.query_range, q, lo, hi, window.step_s)))
+    # the queries are independent: run a few at once (Prometheus evaluates while Python parses), merged in order
+    with ThreadPoolExecutor(max_workers=PARALLEL_QUERIES) as pool:
+        futures = [pool.submit(call) for _, _, call in calls]
+        results: list[list[Series]] = []
+        for done, fut in enumerate(futures, start=1):
+            results.append(fut.result())
             if progress:
-                progress(done, total, field_name)
-        out[kind][field_name] = [Series(dict(k), tuple(v)) for k, v in sorted(merged.items())]
+                progress(done, len(calls), plan[calls[done - 1][0]][1])
+    merged: list[dict[tuple[tuple[str, str], ...], list[Sample]]] = [defaultdict(list) for _ in plan]
+    for (i, baseline, _), series in zip(calls, results, strict=True):
+        for s in series:
+            pts = [Sample(window.eval_start, p.v) for p in s.samples] if baseline else s.samples
+            merged[i][tuple(sorted(s.labels.items()))].extend(pts)
+    out: dict[str, dict[str, list[Series]]] = {"job": {}, "node": {}}
+    for (kind, field_name, _), m in zip(plan, merged, strict=True):
+        out[kind][field_name] = [Series(dict(k), tuple(v)) for k, v in sorted(m.items())]
     return out["job"], out["node"]

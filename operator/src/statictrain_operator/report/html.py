@@ -13,6 +13,8 @@ from html import escape
 from statictrain_operator.report.model import Report, fmt_time, money
 from statictrain_operator.report.text import COLUMNS, _key_names, _row_values, _summary
 
+__all__ = ["PALETTE", "to_html"]
+
 PALETTE = (
     "#4e79a7",
     "#f28e2b",

@@ -21,7 +21,23 @@ from typing import Literal
 from statictrain import metrics
 from statictrain.cost import Sample
 
-from statictrain_operator.cost.prom import Series
+from statictrain_operator.prom import Series
+
+__all__ = [
+    "EPSILON_S",
+    "GROUP_LABELS",
+    "JOB_METRICS",
+    "NODE_METRICS",
+    "EmptyWindowError",
+    "GroupBy",
+    "Report",
+    "ReportWindow",
+    "Row",
+    "build_report",
+    "fmt_time",
+    "money",
+    "parse_utc",
+]
 
 GroupBy = Literal["job", "commit", "team", "namespace"]
 GROUP_LABELS: Mapping[GroupBy, tuple[str, ...]] = {
@@ -34,14 +50,24 @@ EPSILON_S = 0.001
 
 JOB_METRICS = {
     "usd": metrics.JOB_COST_USD_TOTAL,
+    "gpu_usd": metrics.JOB_GPU_COST_USD_TOTAL,
+    "cpu_usd": metrics.JOB_CPU_COST_USD_TOTAL,
+    "memory_usd": metrics.JOB_MEMORY_COST_USD_TOTAL,
+    "lost_steps": metrics.JOB_LOST_STEPS_TOTAL,
     "idle_usd": metrics.JOB_IDLE_COST_USD_TOTAL,
     "compile_usd": metrics.JOB_COMPILE_COST_USD_TOTAL,
     "lost_usd": metrics.JOB_LOST_WORK_COST_USD_TOTAL,
     "gpu_seconds": metrics.JOB_GPU_SECONDS_TOTAL,
     "tokens": metrics.JOB_TOKENS_TOTAL,
-    "steps": metrics.JOB_STEPS_TOTAL,
+    "executed_steps": metrics.JOB_STEPS_TOTAL,
 }
-NODE_METRICS = {"node_usd": metrics.NODE_COST_USD_TOTAL, "node_idle_usd": metrics.NODE_IDLE_COST_USD_TOTAL}
+NODE_METRICS = {
+    "node_usd": metrics.NODE_COST_USD_TOTAL,
+    "node_idle_usd": metrics.NODE_IDLE_COST_USD_TOTAL,
+    "invariant_failures": metrics.COST_INVARIANT_FAILURES_TOTAL,
+}
+INVARIANT_TOLERANCE = 1e-6
+"""Relative tolerance of (jobs + idle) / nodes = 1 in a report (float sums of exported counters)."""
 
 
 class EmptyWindowError(ValueError):
@@ -116,12 +142,22 @@ def _deltas(samples: Sequence[Sample], first_eval: float, step: float, buckets: 
 class Row:
     key: tuple[str, ...]
     usd: float = 0.0
+    gpu_usd: float = 0.0
+    cpu_usd: float = 0.0
+    memory_usd: float = 0.0
+    lost_steps: float = 0.0
     idle_usd: float = 0.0
     compile_usd: float = 0.0
     lost_usd: float = 0.0
     gpu_seconds: float = 0.0
     tokens: float = 0.0
-    steps: float = 0.0
+    executed_steps: float = 0.0
+    """Steps executed, recomputed ones included (mean over ranks)."""
+
+    @property
+    def steps(self) -> float:
+        """Useful steps: executed minus computed again after restarts."""
+        return self.executed_steps - self.lost_steps
 
     @property
     def usd_per_1m_tokens(self) -> float | None:
@@ -143,6 +179,8 @@ class Report:
     namespace_buckets: dict[str, list[float]] = field(default_factory=dict)
     commit_tokens: dict[str, tuple[float, float]] = field(default_factory=dict)
     """commit -> (usd, tokens) for the $/1M tokens chart."""
+    invariant_failures: dict[str, float] = field(default_factory=dict)
+    """invariant -> accounting windows in the report window that failed it (operator's own checks)."""
 
     @property
     def jobs_usd(self) -> float:
@@ -154,6 +192,15 @@ class Report:
         if self.node_usd <= 0 or any(self.filters.values()):
             return None
         return (self.jobs_usd + self.node_idle_usd) / self.node_usd
+
+    def failed_invariants(self) -> list[str]:
+        """Invariants that failed in the window: the operator's per-window checks, and (unfiltered
+        reports) jobs + idle = nodes on the exported totals."""
+        out = [f"{name} ({n:g} windows)" for name, n in sorted(self.invariant_failures.items()) if n > 0]
+        ratio = self.invariant_ratio
+        if ratio is not None and abs(ratio - 1) > INVARIANT_TOLERANCE:
+            out.append(f"jobs-plus-idle-equals-node (report totals: {ratio:.6f})")
+        return out
 
     @property
     def idle_share(self) -> float | None:
@@ -192,10 +239,16 @@ def build_report(
             elif field_name == "tokens":
                 commit[s.labels.get("commit", "")][1] += total
     node_totals = {"node_usd": 0.0, "node_idle_usd": 0.0}
+    failures: dict[str, float] = {}
     for field_name in NODE_METRICS:
         for s in node_series.get(field_name, ()):
+            total = math.fsum(_deltas(s.samples, first, step, window.buckets))
+            if field_name == "invariant_failures":
+                name = s.labels.get("invariant", "")
+                failures[name] = failures.get(name, 0.0) + total
+                continue
             seen_any = seen_any or bool(s.samples)
-            node_totals[field_name] += math.fsum(_deltas(s.samples, first, step, window.buckets))
+            node_totals[field_name] += total
     if not seen_any:
         raise EmptyWindowError(
             f"no cost data in [{fmt_time(window.start)}, {fmt_time(window.end)}): Prometheus holds no "
@@ -211,6 +264,7 @@ def build_report(
         node_idle_usd=node_totals["node_idle_usd"],
         namespace_buckets=dict(sorted(ns_buckets.items())),
         commit_tokens={k: (v[0], v[1]) for k, v in sorted(commit.items())},
+        invariant_failures=failures,
     )
 
 

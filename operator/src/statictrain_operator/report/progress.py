@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TextIO
 
+__all__ = ["ProgressBar"]
+
 
 @dataclass
 class ProgressBar:

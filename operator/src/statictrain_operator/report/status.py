@@ -25,6 +25,8 @@ from statictrain_operator.report.model import (
     parse_utc,
 )
 
+__all__ = ["matches", "status_report"]
+
 
 def _f(value: object) -> float:
     try:
@@ -77,9 +79,14 @@ def status_report(
         row.compile_usd += _f(cost.get("compileUSD"))
         row.lost_usd += _f(cost.get("lostWorkUSD"))
         row.gpu_seconds += _f(cost.get("gpuHours")) * 3600
+        row.gpu_usd += _f(cost.get("gpuUSD"))
+        row.cpu_usd += _f(cost.get("cpuUSD"))
+        row.memory_usd += _f(cost.get("memoryUSD"))
+        row.lost_steps += _f(cost.get("lostSteps"))
         per_1m, per_step = _f(cost.get("usdPer1MTokens")), _f(cost.get("usdPerStep"))
-        row.tokens += usd / per_1m * 1e6 if per_1m > 0 else 0.0
-        row.steps += usd / per_step if per_step > 0 else 0.0
+        row.tokens += _f(cost["tokens"]) if cost.get("tokens") else (usd / per_1m * 1e6 if per_1m > 0 else 0.0)
+        useful = _f(cost["steps"]) if cost.get("steps") else (usd / per_step if per_step > 0 else 0.0)
+        row.executed_steps += useful + _f(cost.get("lostSteps"))
     if not rows:
         raise EmptyWindowError("no StaticTrainingJob matches; check the filters and the kubeconfig's cluster")
     start = min(starts, default=now)

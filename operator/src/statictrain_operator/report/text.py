@@ -9,11 +9,17 @@ from typing import Any
 
 from statictrain_operator.report.model import GROUP_LABELS, Report, Row, fmt_time, money
 
+__all__ = ["COLUMNS", "to_csv", "to_json", "to_table"]
+
 COLUMNS = (
     "usd",
+    "gpu_usd",
+    "cpu_usd",
+    "memory_usd",
     "idle_usd",
     "compile_usd",
     "lost_usd",
+    "lost_steps",
     "gpu_hours",
     "tokens",
     "steps",
@@ -29,9 +35,13 @@ def _key_names(report: Report) -> tuple[str, ...]:
 def _row_values(row: Row) -> dict[str, str]:
     return {
         "usd": money(row.usd),
+        "gpu_usd": money(row.gpu_usd),
+        "cpu_usd": money(row.cpu_usd),
+        "memory_usd": money(row.memory_usd),
         "idle_usd": money(row.idle_usd),
         "compile_usd": money(row.compile_usd),
         "lost_usd": money(row.lost_usd),
+        "lost_steps": f"{row.lost_steps:.3f}",
         "gpu_hours": money(row.gpu_seconds / 3600),
         "tokens": f"{round(row.tokens)}",
         "steps": f"{round(row.steps)}",
@@ -49,6 +59,7 @@ def _summary(report: Report) -> dict[str, str]:
         "node_idle_usd": money(report.node_idle_usd),
         "jobs_plus_idle_over_node_cost": f"{ratio:.6f}" if ratio is not None else "",
         "idle_share": f"{share:.6f}" if share is not None else "",
+        "failed_invariants": "; ".join(report.failed_invariants()),
     }
 
 
@@ -102,4 +113,6 @@ def to_table(report: Report) -> str:
             else "; filtered: nodes not comparable"
         )
     )
+    if s["failed_invariants"]:
+        lines.append(f"FAILED invariants: {s['failed_invariants']}")
     return "\n".join(lines) + "\n"

@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
 from ..workload import Workload
-from .random_data import random_tokens_fast
+from .random_data import chain_tokens, random_tokens_fast
 
 
 @dataclass(frozen=True)
@@ -84,13 +84,24 @@ class GPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+    def features(self, idx: torch.Tensor) -> torch.Tensor:
+        """The hidden states the head reads (after the final LayerNorm)."""
         pos = torch.arange(idx.shape[1], device=idx.device)
         x = self.wte(idx) + self.wpe(pos)
         for block in self.blocks:
             x = block(x)
-        logits: torch.Tensor = self.lm_head(self.ln_f(x))
+        out: torch.Tensor = self.ln_f(x)
+        return out
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        logits: torch.Tensor = self.lm_head(self.features(idx))
         return logits
+
+
+def hidden_and_head(model: nn.Module, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For the chunked-loss lever: final hidden states and the (tied) head weight."""
+    assert isinstance(model, GPT)
+    return model.features(idx), model.lm_head.weight
 
 
 def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -105,12 +116,13 @@ def flops_per_token(model: GPT) -> float:
     return 6.0 * n + 12.0 * cfg.n_layer * cfg.n_embd * cfg.block_size
 
 
-def workload(cfg: GPTConfig, batch_size: int, name: str) -> Workload:
-    """A Workload for a GPT of this shape on random tokens."""
+def workload(cfg: GPTConfig, batch_size: int, name: str, learnable: bool = False) -> Workload:
+    """A Workload for a GPT of this shape on random tokens (or learnable chains, see chain_tokens)."""
     model = GPT(cfg)
+    make = chain_tokens if learnable else random_tokens_fast
 
     def batch(start: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return random_tokens_fast(start, count, cfg.block_size, cfg.vocab_size)
+        return make(start, count, cfg.block_size, cfg.vocab_size)
 
     return Workload(
         model=model,
@@ -123,6 +135,7 @@ def workload(cfg: GPTConfig, batch_size: int, name: str) -> Workload:
         weight_decay=0.1,
         max_batch_size=128,
         name=name,
+        hidden_and_head=hidden_and_head,
     )
 
 
@@ -134,3 +147,14 @@ def build() -> Workload:
 def build_small() -> Workload:
     """2 layers, d=64, vocab 256, T=64: the same code at CPU size."""
     return workload(GPTConfig(n_layer=2, n_head=2, n_embd=64, vocab_size=256, block_size=64), 4, "gpt2-small-cpu")
+
+
+def build_chain() -> Workload:
+    """GPT-2 124M on learnable token chains: for loss-parity checks of the throughput levers."""
+    return workload(GPTConfig(), 16, "gpt2-124m-chain", learnable=True)
+
+
+def build_small_chain() -> Workload:
+    """build_small on learnable token chains (CPU tests of loss parity)."""
+    cfg = GPTConfig(n_layer=2, n_head=2, n_embd=64, vocab_size=256, block_size=64)
+    return workload(cfg, 4, "gpt2-small-cpu-chain", learnable=True)

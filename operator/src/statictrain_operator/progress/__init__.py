@@ -9,9 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from statictrain import api, metrics
-from statictrain.promql import range_duration, selector
-
-from .status import timestamp
+from statictrain.conditions import timestamp
+from statictrain.promql import mean_step_seconds, range_duration, selector
 
 
 @dataclass(frozen=True)
@@ -69,11 +68,12 @@ def queries(rate_window_s: float) -> dict[str, str]:
     w = range_duration(rate_window_s)
     hist_sum = selector(metrics.TRAIN_STEP_SECONDS + "_sum")
     hist_count = selector(metrics.TRAIN_STEP_SECONDS + "_count")
+    by = ("namespace", "job_name")
     # The step is read as its highest value over the window, so a job whose
     # sidecars are gone (pods finished, target removed) still reports its final step.
     return {
         "step": f"max {_BY} (max_over_time({selector(metrics.TRAIN_STEP)}[{w}]))",
-        "step_seconds": f"sum {_BY} (rate({hist_sum}[{w}])) / sum {_BY} (rate({hist_count}[{w}]))",
+        "step_seconds": mean_step_seconds(rate_window_s, by=by),
         "step_seconds_mean": f"sum {_BY} ({hist_sum}) / sum {_BY} ({hist_count})",
         "tokens_per_second": f"sum {_BY} ({selector(metrics.TRAIN_TOKENS_PER_SECOND)})",
         "compile_seconds": f"max {_BY} ({selector(metrics.TRAIN_COMPILE_SECONDS)})",

@@ -1,0 +1,73 @@
+"""The anomaly part's API calls, through the Kube port (implements evaluate.JobApi and NamespaceEvents).
+
+The evaluation runs in a worker thread (Prophet fits are CPU-bound); each call
+goes back to kopf's loop (kube.blocking). Status is written with the anomaly
+part's own field manager (writer.ANOMALY: anomalies, remediation and the
+Remediation condition); the remediation history is an annotation on the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from statictrain_operator import writer
+from statictrain_operator.anomaly import actions
+from statictrain_operator.anomaly.history import ANNOTATION
+from statictrain_operator.anomaly.remediation import Intent
+from statictrain_operator.kube import events, port
+from statictrain_operator.kube.blocking import Blocking
+
+__all__ = ["COMPONENT", "ClusterJobApi", "ClusterNamespaceEvents"]
+
+COMPONENT = "statictrain-anomaly"
+
+
+class ClusterJobApi:
+    """evaluate.JobApi over the port."""
+
+    def __init__(self, kube: port.Kube, call: Blocking, clock: Callable[[], datetime]) -> None:
+        self.kube, self.call, self.clock = kube, call, clock
+        self.writer = writer.StatusWriter(kube, writer.ANOMALY)
+
+    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.call(self.kube.get(port.STJ, namespace, name))
+
+    def set_history(self, namespace: str, name: str, value: str) -> None:
+        """Merge-patch the history annotation (does not change metadata.generation)."""
+        self.call(self.kube.merge_patch(port.STJ, namespace, name, {"metadata": {"annotations": {ANNOTATION: value}}}))
+
+    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+        """Write anomalies, remediation and/or the Remediation condition (what this part owns)."""
+        job = self.read_job(namespace, name)  # its uid and status: the writer re-sends the fields it keeps
+        if job is None:
+            return
+        fields = {k: v for k, v in status.items() if k != "conditions"}
+        conds = [c for c in status.get("conditions") or [] if c.get("type") in writer.ANOMALY.conditions]
+        self.call(self.writer.write(job, fields, conds, now=self.clock()))
+
+    def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
+        return self.call(actions.apply(self.kube, namespace, name, intent))
+
+    def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None:
+        body = events.about_job(
+            job,
+            reason=reason,
+            message=message,
+            event_type="Warning" if warning else "Normal",
+            component=COMPONENT,
+            now=now,
+        )
+        self.call(self.kube.create(port.EVENTS, body))
+
+
+class ClusterNamespaceEvents:
+    """namespaces.NamespaceEvents over the port."""
+
+    def __init__(self, kube: port.Kube, call: Blocking) -> None:
+        self.kube, self.call = kube, call
+
+    def namespace_event(self, namespace: str, *, reason: str, message: str, now: datetime) -> None:
+        body = events.about_namespace(namespace, reason=reason, message=message, component=COMPONENT, now=now)
+        self.call(self.kube.create(port.EVENTS, body))

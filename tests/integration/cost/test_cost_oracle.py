@@ -1,0 +1,42 @@
+"""Every figure of the cost report against an independent oracle (bench/cost_oracle.py's scenario).
+
+The scenario runs on the real local cluster with a real Prometheus, real worker processes, a
+restart that loses 100 steps, a spot eviction, a Prometheus restart, a scrape gap and an operator
+outage; the expected figures come from the scenario's own record, not from product code.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from statictrain_localcluster.cluster import LocalCluster
+
+pytestmark = pytest.mark.cluster
+
+BENCH = Path(__file__).resolve().parents[3] / "bench" / "cost_oracle.py"
+
+
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("cost_oracle", BENCH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # its dataclasses look their module up
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_report_matches_the_oracle(cluster: LocalCluster, tmp_path: Path) -> None:
+    oracle = bench()
+    result = oracle.run(cluster, tmp_path)
+    cmp = oracle.compare(result)
+    worst = sorted(cmp["per_figure"].items(), key=lambda kv: -kv[1])[:5]
+    assert cmp["max_rel_error"] <= 0.005, worst
+    assert cmp["lost_work_rel_error"] <= 0.01, worst
+    rows = {(r["namespace"], r["job_name"]): r for r in result["reports"]["job"]["rows"]}
+    demo_like = next(r for (ns, job), r in rows.items() if job == "job-e")
+    assert demo_like["tokens"] == "76800" and demo_like["steps"] == "300"
+    assert not result["reports"]["job"]["summary"]["failed_invariants"]
