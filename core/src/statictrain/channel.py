@@ -67,6 +67,11 @@ class StepRecord:
     world_size: int = 1
     time: float = 0.0
     """Unix time at the end of the step."""
+    rank_seconds: tuple[float, ...] = ()
+    """Each rank's local seconds of the latest step already read back when this one was launched
+    (with one step in flight, two steps earlier in steady state; NaN before any), indexed by rank:
+    from the step's start to the end of its last forward, before any gradient synchronization (so
+    a slow rank stands out; waiting for it does not count). Empty when the trainer does not report it."""
     v: int = SCHEMA_VERSION
 
 
@@ -79,7 +84,14 @@ _FIELDS = {f.name: f for f in fields(StepRecord)}
 
 def encode(record: StepRecord) -> str:
     """One JSON line (NaN written as null)."""
-    data = {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(record).items()}
+    def plain(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None if math.isnan(v) else v
+        if isinstance(v, tuple):
+            return [None if not math.isfinite(x) else x for x in v]
+        return v
+
+    data = {k: plain(v) for k, v in asdict(record).items()}
     return json.dumps(data, separators=(",", ":")) + "\n"
 
 
@@ -119,6 +131,10 @@ def decode(line: str) -> StepRecord:
                 if not isinstance(value, bool):
                     raise TypeError
                 kwargs[name] = value
+            elif typ.startswith("tuple[float"):
+                if not isinstance(value, list) or any(isinstance(x, bool) for x in value):
+                    raise TypeError
+                kwargs[name] = tuple(math.nan if x is None else float(x) for x in value)
             elif typ == "str":
                 if not isinstance(value, str) or len(value) > MAX_STR_CHARS:
                     raise TypeError

@@ -47,6 +47,7 @@ TRAIN_GRAPH_BREAKS = "statictrain_train_graph_breaks"
 TRAIN_RECOMPILES = "statictrain_train_recompiles"
 TRAIN_MFU_RATIO = "statictrain_train_mfu_ratio"
 TRAIN_SECONDS_SINCE_LAST_STEP = "statictrain_train_seconds_since_last_step"
+TRAIN_RANK_STEP_SECONDS = "statictrain_train_rank_step_seconds"  # label rank: local seconds of the last step
 
 # DCGM-exporter-compatible series (sidecar, optional: STATICTRAIN_SIDECAR_DCGM), named and scaled
 # as dcgm-exporter does, so its dashboards work. DCGM_FI_PROF_GR_ENGINE_ACTIVE is not exported:

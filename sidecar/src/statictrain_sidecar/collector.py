@@ -230,6 +230,16 @@ class SidecarCollector(Collector):
             "Model FLOPs utilization estimate (0-1).",
             None if math.isnan(r.mfu) else r.mfu,
         )
+        if r.rank_seconds:
+            ranks = GaugeMetricFamily(
+                metrics.TRAIN_RANK_STEP_SECONDS,
+                "Each rank's local seconds of the last step, before gradient synchronization (stragglers).",
+                labels=self._labels("rank"),
+            )
+            for rank, seconds in enumerate(r.rank_seconds):
+                if math.isfinite(seconds):
+                    ranks.add_metric([*base, str(rank)], seconds)
+            yield ranks
 
 
 DCGM_LABELS = ("gpu", "UUID", "device", "modelName", "namespace", "pod")
@@ -283,5 +293,6 @@ EXPORTED_METRICS: tuple[str, ...] = (
     metrics.TRAIN_RECOMPILES,
     metrics.TRAIN_MFU_RATIO,
     metrics.TRAIN_SECONDS_SINCE_LAST_STEP,
+    metrics.TRAIN_RANK_STEP_SECONDS,
 )
 """Every metric name this collector can export (documented in sidecar/README.md, section Metrics)."""

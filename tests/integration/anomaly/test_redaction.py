@@ -29,7 +29,7 @@ def prometheus_port(request: pytest.FixtureRequest, echoing_prometheus: int) -> 
 
 @pytest.mark.usefixtures("crd")
 def test_credentials_in_the_prometheus_url_reach_no_status_event_or_log(
-    cluster: Any, namespace: str, prometheus_port: int, caplog: pytest.LogCaptureFixture
+    cluster: Any, namespace: str, job_api: Any, prometheus_port: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     port = prometheus_port
     url = f"http://alice:s3cr3t-pass@127.0.0.1:{port}/prom?token=s3cr3t-token"
@@ -38,7 +38,7 @@ def test_credentials_in_the_prometheus_url_reach_no_status_event_or_log(
     cluster.kubectl("patch", labels.PLURAL, name, "-n", namespace, "--subresource=status", "--type=merge",
                     "-p", json.dumps({"status": {"cost": {"usd": "5.00"}}}))
     caplog.set_level("DEBUG")
-    out = evaluator(cluster, settings(cluster, prometheus_url=url, query_timeout_s=2)).evaluate(
+    out = evaluator(job_api, settings(cluster, prometheus_url=url, query_timeout_s=2)).evaluate(
         get_job(cluster, namespace, name)
     )
     job = get_job(cluster, namespace, name)

@@ -84,11 +84,11 @@ def _a(name: str, sev: Severity | None, z: float, observed: float = 1.0, expecte
             [FindingKind.THROUGHPUT_REGRESSION],
         ),
         (
-            "idle-gpus",
+            "low-utilization-alone-is-left-to-faults-idle",  # which also needs steps before and memory held
             {"gpu_utilization": _a("gpu_utilization", None, 0.0, observed=0.01)},
             None,
             None,
-            [FindingKind.IDLE_GPU],
+            [],
         ),
         (
             "stalled",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from statictrain_operator.anomaly import actions
 from statictrain_operator.anomaly.remediation import (
+    RECOMMEND_ONLY,
     ActionKind,
     Finding,
     FindingKind,
@@ -19,6 +22,7 @@ from statictrain_operator.anomaly.remediation import (
     decide,
     intent_id,
 )
+from statictrain_operator.kube.fake import FakeKube
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 POLICY = PolicySettings(stabilization_s=300, cooldown_s=900)
@@ -227,3 +231,13 @@ def test_the_same_episode_is_never_acted_on_twice() -> None:
     )
     assert again.apply is None and "already applied" in again.message
     assert first.apply.id == intent_id(ActionKind.RESTART_FROM_CHECKPOINT, f)
+
+
+@pytest.mark.parametrize("action", sorted(RECOMMEND_ONLY))
+def test_recommend_only_actions_are_never_written(action: ActionKind) -> None:
+    """actions.apply refuses a recommend-only intent (its target is a hint, not a spec), writing nothing."""
+    kube = FakeKube()
+    intent = Intent("i", action, NOW, {"series": "rank=1"}, "slow rank", 1)
+    with pytest.raises(ValueError, match="recommended only"):
+        asyncio.run(actions.apply(kube, "ns", "job", intent))
+    assert kube.writes == []

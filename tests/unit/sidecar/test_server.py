@@ -58,7 +58,16 @@ def get(
 def test_metrics_endpoint_exports_exactly_the_documented_names(sidecar: Sidecar, tmp_path: Path) -> None:
     (tmp_path / "steps.jsonl").write_text(
         encode(
-            StepRecord(step=3, step_seconds=0.2, tokens=10, samples=1, loss=1.5, compile_seconds=2.0, mfu=0.3)
+            StepRecord(
+                step=3,
+                step_seconds=0.2,
+                tokens=10,
+                samples=1,
+                loss=1.5,
+                compile_seconds=2.0,
+                mfu=0.3,
+                rank_seconds=(0.1,),
+            )
         )
         + "junk\n"
     )

@@ -135,3 +135,25 @@ def test_an_unreadable_channel_costs_no_scrape(rig: Any, tmp_path: Path) -> None
     r = rig(None, stats_dir=tmp_path)
     assert r.value(metrics.TRAIN_STEPS_TOTAL) == 0
     assert r.value(metrics.GPU_AVAILABLE, reason="nvml_missing") == 0
+
+
+def test_per_rank_local_step_seconds_are_exported_by_rank(rig: Any, tmp_path: Path) -> None:
+    r = rig(None, stats_dir=tmp_path)
+    write(tmp_path / "steps.jsonl", StepRecord(step=1, step_seconds=1.0))
+    assert r.value(metrics.TRAIN_RANK_STEP_SECONDS, rank="0") is None  # an older trainer: absent
+    write(
+        tmp_path / "steps.jsonl",
+        StepRecord(step=2, step_seconds=0.2, world_size=2, rank_seconds=(0.05, 0.15)),
+    )
+    assert r.value(metrics.TRAIN_RANK_STEP_SECONDS, rank="0") == 0.05
+    assert r.value(metrics.TRAIN_RANK_STEP_SECONDS, rank="1") == 0.15
+
+
+def test_rank_seconds_round_trip_the_channel_and_bad_ones_are_malformed() -> None:
+    from statictrain.channel import MalformedRecord, decode  # noqa: PLC0415
+
+    rec = StepRecord(step=3, step_seconds=0.2, rank_seconds=(0.05, math.nan))
+    back = decode(encode(rec))
+    assert back.rank_seconds[0] == 0.05 and math.isnan(back.rank_seconds[1])
+    with pytest.raises(MalformedRecord, match="rank_seconds"):
+        decode('{"v": 1, "step": 1, "step_seconds": 1, "rank_seconds": "fast"}')

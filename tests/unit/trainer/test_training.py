@@ -88,6 +88,12 @@ def test_two_rank_ddp_matches_one_rank_with_double_batch(trainer_env: RunEnv, tm
     assert [r.samples for r in r1] == [r.samples for r in r2] == [8] * 6
     assert [r.loss for r in r2] == pytest.approx([r.loss for r in r1], rel=1e-5)
     assert r1[-1].loss < r1[0].loss
+    # every rank's local seconds reach the one record (a straggler shows there); with one step in flight a
+    # record carries the latest step already read back, so the first has none yet; seconds, not milliseconds
+    assert all(len(r.rank_seconds) == 2 for r in r2)
+    assert all(math.isnan(x) for x in r2[0].rank_seconds)
+    assert all(0 < x <= sum(r.step_seconds for r in r2) for r in r2[1:] for x in r.rank_seconds)
+    assert all(len(r.rank_seconds) == 1 for r in r1)
 
 
 @pytest.fixture(scope="module")

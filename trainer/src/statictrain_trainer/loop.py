@@ -69,17 +69,20 @@ class _InFlight:
     step: int
     """Step number once it completes."""
     host: torch.Tensor
-    """[mean loss, stop flag] (pinned on CUDA, filled by an async copy)."""
+    """[mean loss, stop flag, each rank's local seconds] (pinned on CUDA, filled by an async copy)."""
     done: torch.cuda.Event | None
     """Recorded after the copy (None on CPU: the copy was synchronous)."""
     launched_at: float
     """Clock when the step was launched."""
+    local_seconds: Callable[[], float]
+    """This rank's local seconds of the step (read once it has completed)."""
 
-    def wait(self) -> tuple[float, bool]:
+    def wait(self) -> tuple[float, bool, tuple[float, ...]]:
+        """Mean loss, stop flag, and each rank's local seconds carried by this step."""
         if self.done is not None:
             self.done.synchronize()
-        loss, flag = self.host.tolist()
-        return loss, flag > 0
+        values = self.host.tolist()
+        return values[0], values[1] > 0, tuple(values[2:])
 
 
 @dataclass
@@ -134,6 +137,32 @@ def graph_settings(settings: TrainerSettings, batch_size: int) -> dict[str, obje
         "compile_optimizer": settings.compile_optimizer,
         "fp8": settings.fp8,
     }
+
+
+class _LocalTimer:
+    """Seconds from a step's start to ``mark()``, on the GPU's timeline for CUDA (events, read after the step)."""
+
+    def __init__(self, device: torch.device, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._cuda = device.type == "cuda"
+        self._t0 = clock()
+        self._t1 = math.nan
+        if self._cuda:
+            self._start = torch.cuda.Event(enable_timing=True)
+            self._end = torch.cuda.Event(enable_timing=True)
+            self._start.record()
+
+    def mark(self) -> None:
+        if self._cuda:
+            self._end.record()
+        else:
+            self._t1 = self._clock()
+
+    def seconds(self) -> float:
+        if self._cuda:
+            self._end.synchronize()
+            return float(self._start.elapsed_time(self._end)) / 1000.0
+        return self._t1 - self._t0
 
 
 class Trainer:
@@ -214,7 +243,8 @@ class Trainer:
                 self.opt_step = torch.compile(self.optimizer.step, fullgraph=False)
             self._lap("compile_wrapper")
         self.peak = peak_tflops(self._device_name(), settings.precision, settings.peak_tflops)
-        self._host = [torch.zeros(2, pin_memory=device.type == "cuda") for _ in range(2)]
+        self._host = [torch.zeros(2 + ctx.world_size, pin_memory=device.type == "cuda") for _ in range(2)]
+        self._last_local_seconds = math.nan
 
     def _lap(self, name: str) -> None:
         now = self.clock()
@@ -286,9 +316,11 @@ class Trainer:
             x, y = x.pin_memory(), y.pin_memory()
         return x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
 
-    def _train_step(self, step_index: int) -> torch.Tensor:
+    def _train_step(self, step_index: int) -> tuple[torch.Tensor, Callable[[], float]]:
+        """The step's mean loss, and a function giving this rank's local seconds (see StepRecord.rank_seconds)."""
         accum = self.settings.grad_accum_steps
         total = torch.zeros((), device=self.ctx.device)
+        local = _LocalTimer(self.ctx.device, self.clock)
         for micro in range(accum):
             x, y = self._batch(step_index, micro)
             skip_sync = self.ddp is not None and micro < accum - 1
@@ -298,6 +330,8 @@ class Trainer:
                     torch.compiler.cudagraph_mark_step_begin()
                 with self.autocast(), self.attention():
                     loss = self.forward(x, y)
+                if micro == accum - 1:
+                    local.mark()
                 scaled = loss / accum
                 if self.scaler is not None:
                     self.scaler.scale(scaled).backward()
@@ -311,17 +345,20 @@ class Trainer:
         else:
             self.opt_step()
         self.optimizer.zero_grad(set_to_none=True)
-        return total / accum
+        return total / accum, local.seconds
 
     def _launch(self, step_index: int) -> _InFlight:
-        """Queue one step and the copy of its [mean loss over ranks, any-rank stop flag] to the host."""
+        """Queue one step and the copy of its [mean loss over ranks, any-rank stop flag, each rank's local
+        seconds of the latest step already read back] to the host (see StepRecord.rank_seconds)."""
         t0 = self.clock()
-        loss = self._train_step(step_index)
+        loss, local = self._train_step(step_index)
         flag = torch.full((), 1.0 if self.stop.is_set() else 0.0, device=loss.device)
-        both = torch.stack([loss, flag])
+        mine = torch.zeros(self.ctx.world_size, device=loss.device)
+        mine[self.ctx.rank] = self._last_local_seconds
+        both = torch.cat([torch.stack([loss, flag]), mine])
         if self.ctx.distributed:
             dist.all_reduce(both)
-            both = both * torch.tensor([1.0 / self.ctx.world_size, 1.0], device=both.device)
+            both = torch.cat([both[:1] / self.ctx.world_size, both[1:]])
         host = self._host[step_index % 2]
         done: torch.cuda.Event | None = None
         if self.ctx.device.type == "cuda":
@@ -330,7 +367,7 @@ class Trainer:
             done.record()
         else:
             host.copy_(both)
-        return _InFlight(step_index + 1, host, done, t0)
+        return _InFlight(step_index + 1, host, done, t0, local)
 
     def _done(self, step: int) -> str | None:
         s = self.settings
@@ -384,7 +421,9 @@ class Trainer:
 
         def finish(p: _InFlight) -> None:
             nonlocal counters, saved_counters, last_read, stop
-            loss, stop_flag = p.wait()
+            loss, stop_flag, rank_seconds = p.wait()
+            # The step has completed on the device, so its local timer reads without a stall.
+            self._last_local_seconds = p.local_seconds()
             stop = stop or stop_flag
             now_t = self.clock()
             seconds = now_t - (last_read if last_read is not None else p.launched_at)
@@ -399,7 +438,7 @@ class Trainer:
                 self._save_cache_if_new(saved_counters, now)
                 saved_counters = now
             if stats is not None:
-                stats.write(self._record(p.step, seconds, loss, now))
+                stats.write(self._record(p.step, seconds, loss, now, rank_seconds))
 
         while True:
             if profiler is not None:
@@ -431,7 +470,14 @@ class Trainer:
             result.peak_memory_bytes = torch.cuda.max_memory_allocated(self.ctx.device)
         return result
 
-    def _record(self, step: int, seconds: float, loss: float, counts: dynamo_stats.CompileStats) -> channel.StepRecord:
+    def _record(
+        self,
+        step: int,
+        seconds: float,
+        loss: float,
+        counts: dynamo_stats.CompileStats,
+        rank_seconds: tuple[float, ...] = (),
+    ) -> channel.StepRecord:
         samples_per_s = self.samples_per_step / seconds if seconds > 0 else 0.0
         return channel.StepRecord(
             step=step,
@@ -448,4 +494,5 @@ class Trainer:
             rank=self.ctx.rank,
             world_size=self.ctx.world_size,
             time=self.wall_clock(),
+            rank_seconds=rank_seconds,
         )

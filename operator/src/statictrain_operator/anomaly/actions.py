@@ -12,7 +12,7 @@ from typing import Any
 
 from statictrain import labels
 
-from statictrain_operator.anomaly.remediation import ActionKind, Intent
+from statictrain_operator.anomaly.remediation import RECOMMEND_ONLY, ActionKind, Intent
 from statictrain_operator.kube import port
 
 __all__ = ["apply", "restart_workers"]
@@ -44,6 +44,8 @@ async def apply(kube: port.Kube, namespace: str, name: str, intent: Intent) -> i
     """Apply an intent's target; the StaticTrainingJob's generation after a spec change (None otherwise,
     or when the job is gone)."""
     target = dict(intent.target)
+    if intent.action in RECOMMEND_ONLY:
+        raise ValueError(f"{intent.action.value} is recommended only; the operator never applies it")
     if intent.action is ActionKind.RESTART_FROM_CHECKPOINT:
         await restart_workers(kube, namespace, name, datetime.fromisoformat(str(target["podsCreatedBefore"])))
         return None

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from statictrain_operator.anomaly import history as hist
+from statictrain_operator.anomaly import replay_cli
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE
 
 
@@ -100,3 +101,4 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig (default $KUBECONFIG)")
     p.set_defaults(func=run)
+    replay_cli.add_parser(p.add_subparsers(dest="anomalies_command", metavar="{evaluate}"))

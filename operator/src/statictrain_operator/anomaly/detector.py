@@ -4,7 +4,7 @@ and per-commit baselines. Pure (no clocks, no I/O): callers pass the series and 
 For a series ``(t_i, y_i)`` the last ``recent_points`` records are judged
 against a model fitted on the records before them:
 
-- with at least ``prophet_min_points`` history records, Prophet (daily
+- with at least ``prophet_min_points`` history records spanning ``prophet_min_span_s``, Prophet (daily
   seasonality once the history spans two days, weekly once it spans two weeks)
   gives the expected value and an uncertainty interval; the residual is
   expressed in units of the interval's implied standard deviation;
@@ -53,6 +53,10 @@ class DetectorSettings:
     """Fewest finite history records needed to judge anything (fewer: Method.INSUFFICIENT, no finding)."""
     prophet_min_points: int = 96
     """Fewest history records for Prophet; below it the robust median/MAD baseline is used."""
+    prophet_min_span_s: float = 2 * 86400.0
+    """Prophet only when the history spans this long (two days: a daily season can be learned). Shorter
+    histories have no season to learn and Prophet's trend extrapolates noise there: the robust baseline
+    judges them (Prophet stays the baseline for seasonal cost and utilisation series)."""
     interval_width: float = 0.95
     """Prophet uncertainty interval width."""
     prophet_max_iter: int = 250
@@ -191,7 +195,8 @@ def assess(name: str, ts: Sequence[datetime], ys: Sequence[float], settings: Det
         return Assessment(name, Method.INSUFFICIENT, 0.0, None, math.nan, math.nan, 0.0, None, len(y))
     hist_t, hist_y, rec_t, rec_y = t[:-k], y[:-k], t[-k:], y[-k:]
     med, robust_sd = robust_baseline(hist_y, settings.relative_floor)
-    if len(hist_y) >= settings.prophet_min_points:
+    span = (hist_t[-1] - hist_t[0]).total_seconds()
+    if len(hist_y) >= settings.prophet_min_points and span >= settings.prophet_min_span_s:
         method = Method.PROPHET
         expected, sd = prophet_expectation(hist_t, hist_y, rec_t, settings.interval_width, settings.prophet_max_iter)
         sd = [max(s, settings.relative_floor * abs(med), 1e-12) for s in sd]

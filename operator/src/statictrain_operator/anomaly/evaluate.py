@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from statictrain.conditions import REMEDIATION, set_condition
 
+from statictrain_operator.anomaly import faults as flt
 from statictrain_operator.anomaly import findings as fnd
 from statictrain_operator.anomaly import history as hist
 from statictrain_operator.anomaly.detector import (
@@ -29,7 +30,7 @@ from statictrain_operator.anomaly.detector import (
     commit_regression,
 )
 from statictrain_operator.anomaly.exported import AnomalyMetrics
-from statictrain_operator.anomaly.queries import commit_query, job_queries
+from statictrain_operator.anomaly.queries import commit_query, fault_queries, job_queries
 from statictrain_operator.anomaly.remediation import (
     SETTINGS_FIELDS,
     Decision,
@@ -136,6 +137,20 @@ class Evaluator:
             )
         return out, by_commit, None
 
+    def fetch_faults(self, name: str, namespace: str, now: datetime) -> dict[str, flt.Series]:
+        """The training-fault detectors' series (``rank_step_seconds.<rank>`` per rank); empty on a query failure."""
+        end = now.timestamp()
+        out: dict[str, flt.Series] = {}
+        try:
+            for series, query in fault_queries(name, namespace).items():
+                for res in self.prom.query_range(query, end - self.s.lookback_s, end, self.s.step_s):
+                    key = f"{series}.{res.labels.get('rank', '')}" if series == flt.RANK_STEP_SECONDS else series
+                    out[key] = ([p.t for p in res.samples], [p.v for p in res.samples])
+        except (PrometheusUnavailableError, PrometheusQueryError) as exc:
+            log.warning("training-fault series of %s/%s unavailable: %s", namespace, name, exc)
+            return {}
+        return out
+
     def evaluate(self, job: Mapping[str, Any]) -> Outcome:
         """Evaluate one job (a StaticTrainingJob body) and apply the outcome."""
         now = self.clock()
@@ -171,8 +186,11 @@ class Evaluator:
                 assessments[sname] = a
                 self.metrics.score.labels(name, ns, sname, a.method.value).set(a.score)
         commits, steps = by_commit.get("step", ([], []))
-        regression = commit_regression(commits, steps, higher_is_worse=True) if problem is None else None
+        regression = commit_regression(commits, steps, higher_is_worse=False) if problem is None else None
         since_last = series.get(fnd.SECONDS_SINCE_LAST_STEP, ([], []))[1]
+        training = (
+            flt.detect(self.fetch_faults(name, ns, now), now.timestamp(), self.s.faults()) if problem is None else []
+        )
         found = (
             fnd.classify(
                 assessments,
@@ -182,6 +200,7 @@ class Evaluator:
                 cost_usd=(status.get("cost") or {}).get("usd"),
                 budget_usd=(spec.get("budget") or {}).get("limitUSD"),
                 settings=self.s.findings(),
+                training=training,
             )
             if problem is None
             else []

@@ -4,15 +4,15 @@
 |---|---|
 | ThroughputRegression | step time anomalously high or tokens/s anomalously low (severity >= Warning), |
 |   | or the current commit worse than the previous one |
-| IdleGPU | mean GPU utilisation of the recent records below ``idle_utilization`` |
-| Stalled | no training step for ``max(stall_min_s, stall_factor x expected step time)`` |
+| Stalled | no training step for ``max(stall_min_s, stall_factor x expected step time)`` (uncorroborated fallback) |
+| IdleGPU, Stalled (hang), Straggler, MemoryLeak, LossDiverged, DataStarvation | ``faults.detect`` (passed in) |
 | OverBudget | status.cost.usd >= spec.budget.limitUSD (decimal strings, compared exactly) |
 | CostSpike | cost rate anomalously high (reported, no action) |
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
@@ -32,8 +32,6 @@ SECONDS_SINCE_LAST_STEP = "seconds_since_last_step"
 class FindingSettings:
     """Thresholds that turn judged series into findings."""
 
-    idle_utilization: float = 0.05
-    """GPU utilisation (0..1) below which GPUs count as idle."""
     stall_min_s: float = 300.0
     """Shortest time without a step that counts as stalled."""
     stall_factor: float = 20.0
@@ -63,8 +61,9 @@ def classify(
     cost_usd: str | None,
     budget_usd: str | None,
     settings: FindingSettings,
+    training: Sequence[Finding] = (),
 ) -> list[Finding]:
-    """Findings for one job."""
+    """Findings for one job; ``training``: the training-fault findings of ``faults.detect``."""
     out: list[Finding] = []
     step, tps = assessments.get(STEP_SECONDS), assessments.get(TOKENS_PER_SECOND)
     if step is not None and _serious(step) and step.z > 0:
@@ -80,17 +79,8 @@ def classify(
                 commit.message,
             )
         )
-    gpu = assessments.get(GPU_UTILIZATION)
-    if gpu is not None and gpu.method is not Method.INSUFFICIENT and gpu.observed < settings.idle_utilization:
-        out.append(
-            Finding(
-                FindingKind.IDLE_GPU,
-                GPU_UTILIZATION,
-                gpu.since or now,
-                f"mean GPU utilisation {gpu.observed:.1%} < {settings.idle_utilization:.0%}",
-            )
-        )
-    if seconds_since_last_step is not None:
+    out.extend(training)
+    if seconds_since_last_step is not None and not any(f.kind is FindingKind.STALLED for f in training):
         expected = step.expected if step is not None and step.method is not Method.INSUFFICIENT else 0.0
         limit = max(settings.stall_min_s, settings.stall_factor * expected)
         if seconds_since_last_step >= limit:

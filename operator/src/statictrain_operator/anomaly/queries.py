@@ -9,6 +9,7 @@ from __future__ import annotations
 from statictrain import metrics
 from statictrain.promql import mean_step_seconds, range_duration, selector
 
+from statictrain_operator.anomaly import faults
 from statictrain_operator.anomaly import findings as f
 
 
@@ -30,9 +31,31 @@ def job_queries(job: str, namespace: str, rate_window_s: float) -> dict[str, str
     }
 
 
+def fault_queries(job: str, namespace: str) -> dict[str, str]:
+    """Series name -> PromQL of the training-fault detectors (``faults.py``); per-rank series come by rank."""
+    sel = {"job_name": job, "namespace": namespace}
+    return {
+        faults.TRAIN_STEP: f"max({selector(metrics.TRAIN_STEP, sel)})",
+        faults.SECONDS_SINCE_LAST_STEP: f"max({selector(metrics.TRAIN_SECONDS_SINCE_LAST_STEP, sel)})",
+        faults.GPU_UTILIZATION: f"avg({selector(metrics.GPU_UTILIZATION_RATIO, sel)})",
+        faults.GPU_POWER_WATTS: f"avg({selector(metrics.GPU_POWER_WATTS, sel)})",
+        faults.GPU_MEMORY_USED_BYTES: f"max({selector(metrics.GPU_MEMORY_USED_BYTES, sel)})",
+        faults.GPU_MEMORY_TOTAL_BYTES: f"max({selector(metrics.GPU_MEMORY_TOTAL_BYTES, sel)})",
+        faults.LOSS: f"max({selector(metrics.TRAIN_LOSS, sel)})",
+        faults.STEP_SECONDS: (
+            f"sum(rate({selector(metrics.TRAIN_STEP_SECONDS + '_sum', sel)}[2m])) / "
+            f"sum(rate({selector(metrics.TRAIN_STEP_SECONDS + '_count', sel)}[2m]))"
+        ),
+        faults.RANK_STEP_SECONDS: f"max by (rank) ({selector(metrics.TRAIN_RANK_STEP_SECONDS, sel)})",
+    }
+
+
 def commit_query(job: str, namespace: str, rate_window_s: float) -> str:
-    """Mean step time per commit label of one job (for per-commit baselines)."""
-    return mean_step_seconds(rate_window_s, by=("commit",), match={"job_name": job, "namespace": namespace})
+    """Tokens per second per commit label of one job: work per dollar at the job's one price, so a drop
+    is a rise in $ per unit of work (the per-commit baseline; a batch-size change alone is no regression)."""
+    sel = {"job_name": job, "namespace": namespace}
+    w = range_duration(rate_window_s)
+    return f"sum by (commit) (rate({selector(metrics.TRAIN_TOKENS_TOTAL, sel)}[{w}]))"
 
 
 def namespace_cost_query(namespace: str, rate_window_s: float) -> str:

@@ -8,6 +8,10 @@ Bounded, reversible actions, one kind per finding kind:
 | ThroughputRegression | RevertSettings: back to the last good compile/precision/distributed settings |
 | Stalled            | RestartFromCheckpoint: replace the worker pods          |
 | OverBudget         | none: reported only (the cost part is the one budget enforcer, spec.budget.onExceeded) |
+| LossDiverged       | Suspend: stop paying for NaN steps (resume from the last checkpoint after a fix) |
+| MemoryLeak         | RestartFromCheckpoint before the device fills (the work since the checkpoint is kept by then) |
+| Straggler          | ReplaceStraggler: recommended only (which node/GPU is slow is in the message) |
+| DataStarvation     | TuneInputPipeline: recommended only (more loader workers, faster storage) |
 
 Guards, in order: mode Off; missing data (fail closed); an action already in
 flight (recorded intent, so an operator restart completes it instead of
@@ -33,6 +37,10 @@ class FindingKind(StrEnum):
     STALLED = "Stalled"
     OVER_BUDGET = "OverBudget"
     COST_SPIKE = "CostSpike"
+    STRAGGLER = "Straggler"
+    MEMORY_LEAK = "MemoryLeak"
+    LOSS_DIVERGED = "LossDiverged"
+    DATA_STARVATION = "DataStarvation"
 
 
 class ActionKind(StrEnum):
@@ -42,6 +50,12 @@ class ActionKind(StrEnum):
     REVERT_SETTINGS = "RevertSettings"
     RESTART_FROM_CHECKPOINT = "RestartFromCheckpoint"
     SUSPEND = "Suspend"
+    REPLACE_STRAGGLER = "ReplaceStraggler"
+    TUNE_INPUT_PIPELINE = "TuneInputPipeline"
+
+
+RECOMMEND_ONLY = frozenset({ActionKind.REPLACE_STRAGGLER, ActionKind.TUNE_INPUT_PIPELINE})
+"""Actions the operator recommends but never applies (they need a person or the user's code)."""
 
 
 class Mode(StrEnum):
@@ -55,10 +69,15 @@ class Mode(StrEnum):
 # Highest priority first: stop spending before anything else.
 PRIORITY: tuple[FindingKind, ...] = (
     FindingKind.OVER_BUDGET,
+    FindingKind.LOSS_DIVERGED,
     FindingKind.STALLED,
+    FindingKind.MEMORY_LEAK,
+    FindingKind.STRAGGLER,
+    FindingKind.DATA_STARVATION,
     FindingKind.THROUGHPUT_REGRESSION,
     FindingKind.IDLE_GPU,
 )
+"""A straggler or starved input also slows steps: their own finding outranks ThroughputRegression."""
 
 SETTINGS_FIELDS = ("compile", "precision", "distributed")
 """The spec fields a RevertSettings action restores."""
@@ -159,8 +178,14 @@ def plan_action(finding: Finding, job: JobView, history: History) -> tuple[Actio
     spec = job.spec
     if finding.kind is FindingKind.OVER_BUDGET:
         return "budgets are enforced by the cost part (spec.budget.onExceeded), not by remediation"
-    if finding.kind is FindingKind.STALLED:
+    if finding.kind in (FindingKind.STALLED, FindingKind.MEMORY_LEAK):
         return ActionKind.RESTART_FROM_CHECKPOINT, {"podsCreatedBefore": finding.since.isoformat()}
+    if finding.kind is FindingKind.LOSS_DIVERGED:
+        return "already suspended" if spec.get("suspend", False) else (ActionKind.SUSPEND, {"suspend": True})
+    if finding.kind is FindingKind.STRAGGLER:
+        return ActionKind.REPLACE_STRAGGLER, {"series": finding.metric}
+    if finding.kind is FindingKind.DATA_STARVATION:
+        return ActionKind.TUNE_INPUT_PIPELINE, {}
     if finding.kind is FindingKind.THROUGHPUT_REGRESSION:
         good = history.last_good_settings
         if not good:
@@ -254,8 +279,10 @@ def decide(
             f"{finding.kind.value} on {finding.metric}: {finding.message}",
             job.generation,
         )
-        if mode is Mode.AUTO:
+        if mode is Mode.AUTO and action not in RECOMMEND_ONLY:
             return Decision(intent, None, "True", "ActionApplied", f"{action.value}: {intent.reason}")
+        if action in RECOMMEND_ONLY:
+            return Decision(None, intent, "True", "ActionRecommended", f"recommend {action.value}: {intent.reason}")
         return Decision(
             None, intent, "True", "ActionRecommended", f"would {action.value} in Auto mode: {intent.reason}"
         )

@@ -10,6 +10,7 @@ from datetime import timedelta
 from statictrain import envconfig
 
 from statictrain_operator.anomaly.detector import DetectorSettings
+from statictrain_operator.anomaly.faults import FaultSettings
 from statictrain_operator.anomaly.findings import FindingSettings
 from statictrain_operator.anomaly.remediation import PolicySettings
 
@@ -73,7 +74,11 @@ class AnomalySettings:
 
     def findings(self) -> FindingSettings:
         """Thresholds of the findings."""
-        return FindingSettings(idle_utilization=self.idle_utilization, stall_min_s=self.stall_min_s)
+        return FindingSettings(stall_min_s=self.stall_min_s)
+
+    def faults(self) -> FaultSettings:
+        """Thresholds of the training-fault detectors."""
+        return FaultSettings(idle_utilization=self.idle_utilization)
 
     @property
     def good_settle(self) -> timedelta:

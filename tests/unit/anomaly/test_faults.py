@@ -1,0 +1,136 @@
+"""Training-fault detectors on synthetic 1 Hz series shaped like the sidecar's (pure logic)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from statictrain_operator.anomaly import faults as flt
+from statictrain_operator.anomaly.remediation import FindingKind
+
+T0 = 1_800_000_000.0
+S = flt.FaultSettings()
+
+
+def job(seconds: int, fault_at: int | None = None, kind: str = "none") -> dict[str, flt.Series]:
+    """A training job sampled every second: steps every 0.05 s until the fault, then the fault's shape."""
+    ts = [T0 + i for i in range(seconds)]
+    step, power, util, mem, loss, steps_s = [], [], [], [], [], []
+    ranks: dict[str, list[float]] = {"0": [], "1": []}
+    n = 0.0
+    for i in range(seconds):
+        faulty = fault_at is not None and i >= fault_at
+        wobble = 0.002 * math.sin(i)
+        if faulty and kind == "hang":
+            power.append(130.0)
+            util.append(1.0)
+        elif faulty and kind == "idle":
+            power.append(90.0)
+            util.append(0.0)
+        elif faulty and kind == "starve":
+            n += 7
+            power.append(300.0)
+            util.append(0.4)
+            steps_s.append(0.15 + wobble)
+        else:
+            n += 20
+            power.append(600.0 + 5 * math.sin(i))
+            util.append(0.97)
+            steps_s.append(0.05 + wobble)
+        step.append(n)
+        mem.append(30e9 + (2 * 2**30 * (i - fault_at) if faulty and kind == "leak" else 0.0))
+        loss.append(math.nan if faulty and kind == "diverge" else 5.0 - 0.001 * i)
+        ranks["0"].append(0.015 + wobble)
+        ranks["1"].append((0.06 if faulty and kind == "straggler" else 0.015) + wobble * 1.1)
+    step_t = [t for t, _ in zip(ts, step, strict=True)][: len(steps_s)]
+    if kind == "starve" and fault_at is not None:
+        step_t = ts[: len(steps_s)]
+    series: dict[str, flt.Series] = {
+        flt.TRAIN_STEP: (ts, step),
+        flt.GPU_POWER_WATTS: (ts, power),
+        flt.GPU_UTILIZATION: (ts, util),
+        flt.GPU_MEMORY_USED_BYTES: (ts, mem),
+        flt.GPU_MEMORY_TOTAL_BYTES: (ts, [141e9] * seconds),
+        flt.LOSS: (ts, loss),
+        flt.STEP_SECONDS: (step_t, steps_s),
+        "rank_step_seconds.0": (ts, ranks["0"]),
+        "rank_step_seconds.1": (ts, ranks["1"]),
+    }
+    return series
+
+
+def kinds(series: dict[str, flt.Series], now: float) -> set[FindingKind]:
+    return {f.kind for f in flt.detect(series, now, S)}
+
+
+def test_clean_run_has_no_finding_at_any_time() -> None:
+    series = job(300)
+    for t in range(20, 300, 10):
+        assert kinds(series, T0 + t) == set(), t
+
+
+@pytest.mark.parametrize(
+    ("kind", "want", "by_s"),
+    [
+        ("hang", FindingKind.STALLED, 80),
+        ("idle", FindingKind.IDLE_GPU, 45),
+        ("leak", FindingKind.MEMORY_LEAK, 30),
+        ("diverge", FindingKind.LOSS_DIVERGED, 5),
+        ("straggler", FindingKind.STRAGGLER, 15),
+        ("starve", FindingKind.DATA_STARVATION, 15),
+    ],
+)
+def test_each_fault_is_found_in_time_and_not_before(kind: str, want: FindingKind, by_s: int) -> None:
+    series = job(300, fault_at=100, kind=kind)
+    assert want not in kinds(series, T0 + 99)
+    found = flt.detect(series, T0 + 100 + by_s, S)
+    assert want in {f.kind for f in found}
+    since = next(f.since for f in found if f.kind is want).timestamp()
+    assert T0 + 90 <= since <= T0 + 100 + by_s
+
+
+def test_hang_is_flagged_while_utilization_reads_full() -> None:
+    series = job(300, fault_at=100, kind="hang")
+    assert series[flt.GPU_UTILIZATION][1][-1] == 1.0
+    (finding,) = [f for f in flt.detect(series, T0 + 200, S) if f.kind is FindingKind.STALLED]
+    assert "hung" in finding.message and finding.since.timestamp() < T0 + 100
+
+
+def test_no_progress_at_full_power_is_not_a_hang() -> None:
+    series = job(300, fault_at=100, kind="hang")
+    ts, _ = series[flt.GPU_POWER_WATTS]
+    series[flt.GPU_POWER_WATTS] = (ts, [600.0] * len(ts))  # a long step still computing
+    assert FindingKind.STALLED not in kinds(series, T0 + 200)
+
+
+def test_idle_gpu_is_not_a_hang() -> None:
+    series = job(300, fault_at=100, kind="idle")
+    assert kinds(series, T0 + 200) == {FindingKind.IDLE_GPU}
+
+
+def test_nothing_before_the_first_step() -> None:
+    series = job(120)
+    ts, _ = series[flt.TRAIN_STEP]
+    series[flt.TRAIN_STEP] = (ts, [0.0] * len(ts))
+    series[flt.GPU_UTILIZATION] = (ts, [0.0] * len(ts))  # compiling: allocated, no kernels yet
+    series[flt.STEP_SECONDS] = ([], [])
+    assert kinds(series, T0 + 119) == set()
+
+
+def test_straggler_names_the_slow_rank() -> None:
+    series = job(200, fault_at=100, kind="straggler")
+    (f,) = [f for f in flt.detect(series, T0 + 150, S) if f.kind is FindingKind.STRAGGLER]
+    assert f.metric == "rank_step_seconds.1"
+
+
+def test_single_rank_has_no_straggler() -> None:
+    series = job(200, fault_at=100, kind="straggler")
+    del series["rank_step_seconds.0"]
+    assert FindingKind.STRAGGLER not in kinds(series, T0 + 150)
+
+
+def test_step_time_alone_shows_progress_for_idle() -> None:
+    series = job(300, fault_at=100, kind="idle")
+    ts, util = series[flt.GPU_UTILIZATION]
+    only = {flt.STEP_SECONDS: series[flt.STEP_SECONDS], flt.GPU_UTILIZATION: (ts, util)}
+    assert kinds(only, T0 + 150) == {FindingKind.IDLE_GPU}
