@@ -195,11 +195,14 @@ def one_run(
     }
 
 
-def start_extender(kubeconfig: Path, scheduler_names: str, log_path: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_extender(
+    kubeconfig: Path, scheduler_names: str, log_path: Path, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
     """statictrain-extender as a subprocess on a free local port; returns it and its base URL."""
     port = free_port()
     env = {
         **os.environ,
+        **(extra_env or {}),
         "KUBECONFIG": str(kubeconfig),
         "STATICTRAIN_EXTENDER_HOST": "127.0.0.1",
         "STATICTRAIN_EXTENDER_PORT": str(port),

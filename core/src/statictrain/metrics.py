@@ -87,3 +87,4 @@ REMEDIATIONS_TOTAL = "statictrain_remediations_total"
 EXTENDER_REQUESTS_TOTAL = "statictrain_extender_requests_total"
 EXTENDER_REQUEST_SECONDS = "statictrain_extender_request_seconds"
 EXTENDER_NODES_CACHED = "statictrain_extender_nodes_cached"
+EXTENDER_THROUGHPUT_ESTIMATES_TOTAL = "statictrain_extender_throughput_estimates_total"  # label: source

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .estimates import PodNote, describe
 from .nodes import NodeInfo, node_from_object
 from .policy import PodView, PolicyError, pod_view, violation
-from .scoring import Weights, pack_fraction, score_nodes, score_values
+from .scoring import Weights, gang_cost_per_work, pack_fraction, score_nodes, score_values
 from .state import ClusterState
+from .throughput import TABLE
 
 __all__ = ["BadRequestError", "filter_result", "parse_args", "prioritize_result"]
 
@@ -108,18 +110,51 @@ def prioritize_result(
         infos = [inline[n] for n in names if n in inline]
         scores = score_nodes(infos, gpu_pod, throughput, state.used_gpu_milli, weights)
         by_name = {info.name: score for info, score in zip(infos, scores, strict=True)}
+        _note(state, view, {i.name: i for i in infos}, by_name)
         return [{"Host": name, "Score": by_name.get(name, 0)} for name in names]
-    # Hot path: precomputed cost per work, dictionary lookups only.
-    costs_get = state.costs(state.cost_key(gpu_pod, view.uniform_throughput, view.job_key)).get
-    costs = [costs_get(name) for name in names]
+    nodes_get = state.nodes.get
+    if gpu_pod and not view.uniform_throughput and view.job_key is not None and view.gang_size > 1:
+        costs = _gang_costs(state, view, names)
+    else:
+        # Hot path: precomputed cost per work, dictionary lookups only.
+        costs_get = state.costs(state.cost_key(gpu_pod, view.uniform_throughput, view.job_key)).get
+        costs = [costs_get(name) for name in names]
     if gpu_pod:
         used_get = state.used_gpu_milli.get
-        nodes_get = state.nodes.get
         packs = [_pack(nodes_get(name), used_get(name, 0)) for name in names]
     else:
         packs = [0.0] * len(names)
     scores = score_values(costs, packs, weights)
+    if gpu_pod and not view.uniform_throughput:
+        _note(state, view, state.nodes, dict(zip(names, scores, strict=True)))
     return [{"Host": name, "Score": score} for name, score in zip(names, scores, strict=True)]
+
+
+def _gang_costs(state: ClusterState, view: PodView, names: list[str]) -> list[float | None]:
+    """$ per unit of work of the whole gang per candidate node (see scoring.gang_cost_per_work)."""
+    assert view.job_key is not None
+    members = state.gang_nodes(view.job_key, view.uid)
+    table = state.throughput_for(view.job_key)
+    unknown = state.unknown_throughput
+    out: list[float | None] = []
+    for name in names:
+        info = state.nodes.get(name)
+        out.append(None if info is None else gang_cost_per_work(info, members, view.gang_size, table, unknown))
+    return out
+
+
+def _note(state: ClusterState, view: PodView, nodes: Mapping[str, NodeInfo], scores: Mapping[str, int]) -> None:
+    """Count the estimate's source; an Event for a job's pod (once per pod)."""
+    estimates = state.job_estimates(view.job_key)
+    if estimates is None and view.job_key is None:  # the common case, kept cheap: no Event for non-job pods
+        state.estimates.record(TABLE, None)
+        return
+    best = max(scores, key=lambda n: scores[n], default=None)
+    chosen = nodes[best].gpu_family if best is not None and best in nodes else ""
+    families = [nodes[n].gpu_family for n in scores if n in nodes]
+    source, message = describe(estimates, families, chosen)
+    note = PodNote(view.namespace, view.name, view.uid, message) if view.job_key is not None else None
+    state.estimates.record(source, note)
 
 
 def _pack(info: NodeInfo | None, used: int) -> float:

@@ -8,7 +8,9 @@ state is only ever changed on the loop's thread.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -17,9 +19,10 @@ import orjson
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
+from .estimates import EVENT_REASON, PodNote
 from .state import ClusterState
 
-__all__ = ["api_client", "start_watches", "undecoded"]
+__all__ = ["api_client", "event_body", "start_event_writer", "start_watches", "undecoded"]
 
 log = logging.getLogger(__name__)
 
@@ -153,3 +156,48 @@ def start_watches(
         )
         thread.start()
     return stop
+
+
+def event_body(note: PodNote, now: str) -> dict[str, Any]:
+    """A core/v1 Event on the pod (``kubectl describe pod`` shows it)."""
+    return {
+        "metadata": {"generateName": f"{note.name}.", "namespace": note.namespace},
+        "involvedObject": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "name": note.name,
+            "namespace": note.namespace,
+            "uid": note.uid,
+        },
+        "reason": EVENT_REASON,
+        "message": note.message[:1024],
+        "type": "Normal",
+        "source": {"component": "statictrain-extender"},
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+
+
+def start_event_writer(api: client.ApiClient, state: ClusterState, stop: threading.Event) -> threading.Thread:
+    """A daemon thread writing the queued estimate notes as Pod Events; failures are logged, never retried."""
+    core = client.CoreV1Api(api)
+    notes = state.estimates.notes
+
+    def run() -> None:
+        while not stop.is_set():
+            try:
+                note = notes.get(timeout=1.0)
+            except queue.Empty:
+                continue
+            now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            try:
+                core.create_namespaced_event(note.namespace, event_body(note, now))  # type: ignore[arg-type]
+            except ApiException as err:
+                log.info("event for pod %s/%s not written: %s %s", note.namespace, note.name, err.status, err.reason)
+            except (OSError, ValueError) as err:
+                log.info("event for pod %s/%s not written: %s", note.namespace, note.name, err)
+
+    thread = threading.Thread(target=run, name="estimate-events", daemon=True)
+    thread.start()
+    return thread

@@ -16,7 +16,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry
 from statictrain.redact import RedactingFilter
 
-from .kubewatch import api_client, start_watches
+from .kubewatch import api_client, start_event_writer, start_watches
 from .server import build_app
 from .settings import ENV, ExtenderSettings, SettingsError
 from .state import ClusterState
@@ -34,7 +34,9 @@ def make_app(settings: ExtenderSettings) -> web.Application:
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
-        stop = start_watches(api_client(settings.kubeconfig), state, loop, settings.watch_pods)
+        api = api_client(settings.kubeconfig)
+        stop = start_watches(api, state, loop, settings.watch_pods)
+        start_event_writer(api, state, stop)
         refresher: asyncio.Task[None] | None = None
         session: aiohttp.ClientSession | None = None
         if settings.prometheus_url:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from statictrain import labels
+from statictrain import envvars, labels
 
 from .gpus import gpu_family
 from .nodes import NodeInfo, gpu_milli_of_requests
@@ -74,6 +74,11 @@ class PodView:
     """(namespace, job name) for measured throughput, None when not a job's pod."""
     uniform_throughput: bool = False
     """The pod's run time does not depend on the GPU model (annotation gpu-throughput: uniform)."""
+    gang_size: int = 1
+    """Pods that step together (the container's WORLD_SIZE); the slowest one sets the pace."""
+    uid: str = ""
+    name: str = ""
+    namespace: str = ""
 
 
 def _split(value: str) -> list[str]:
@@ -114,6 +119,16 @@ def pod_gpu_milli(spec: Mapping[str, Any]) -> int:
     return total
 
 
+def gang_size(spec: Mapping[str, Any]) -> int:
+    """WORLD_SIZE from the first container that sets it as a plain positive integer, else 1."""
+    for container in spec.get("containers") or []:
+        for env in container.get("env") or []:
+            if env.get("name") == envvars.WORLD_SIZE:
+                value = str(env.get("value") or "")
+                return int(value) if value.isdigit() and int(value) > 0 else 1
+    return 1
+
+
 def pod_view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView:
     """Read a pod (camelCase JSON). Raises :class:`PolicyError` for bad annotations of managed pods."""
     spec = pod.get("spec") or {}
@@ -134,6 +149,10 @@ def pod_view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView
         gpu_milli=pod_gpu_milli(spec),
         job_key=(namespace, job) if job else None,
         uniform_throughput=mode == "uniform",
+        gang_size=gang_size(spec) if job else 1,
+        uid=str(meta.get("uid") or ""),
+        name=str(meta.get("name") or ""),
+        namespace=namespace,
     )
 
 

@@ -18,18 +18,16 @@ without a price gets cost_score 0: unknown is never cheap.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from .gpus import DEFAULT_RELATIVE_THROUGHPUT
 from .nodes import NodeInfo
 
 __all__ = [
     "MAX_SCORE",
     "Weights",
     "cost_per_work",
-    "job_throughput",
+    "gang_cost_per_work",
     "pack_fraction",
     "score_nodes",
     "score_values",
@@ -56,32 +54,6 @@ class Weights:
             raise ValueError(f"unknown_throughput must be > 0, got {self.unknown_throughput}")
 
 
-def job_throughput(
-    step_seconds: Mapping[str, float],
-    defaults: Mapping[str, float] = DEFAULT_RELATIVE_THROUGHPUT,
-) -> dict[str, float]:
-    """Relative throughput per GPU family for one job.
-
-    Families where the job has measured mean step seconds (per GPU, same
-    per-GPU batch) use 1/step, scaled so that the geometric mean over the
-    measured families that also have a default equals the defaults' geometric
-    mean over them; the other families keep the default table's figure.
-    """
-    measured = {f: s for f, s in step_seconds.items() if math.isfinite(s) and s > 0}
-    result = dict(defaults)
-    if not measured:
-        return result
-    anchors = [f for f in measured if f in defaults]
-    if anchors:
-        log_scale = sum(math.log(defaults[f] * measured[f]) for f in anchors) / len(anchors)
-        scale = math.exp(log_scale)
-    else:
-        scale = 1.0
-    for family, seconds in measured.items():
-        result[family] = scale / seconds
-    return result
-
-
 def cost_per_work(
     node: NodeInfo, gpu_pod: bool, throughput: Mapping[str, float] | None, unknown_throughput: float
 ) -> float | None:
@@ -97,6 +69,32 @@ def cost_per_work(
     if throughput is None:
         return node.gpu_hourly_usd
     return node.gpu_hourly_usd / throughput.get(node.gpu_family, unknown_throughput)
+
+
+def gang_cost_per_work(
+    node: NodeInfo,
+    members: Sequence[NodeInfo],
+    gang_size: int,
+    throughput: Mapping[str, float],
+    unknown_throughput: float,
+) -> float | None:
+    """$ per unit of work of a whole gang if this pod lands on ``node``.
+
+    ``members`` are the nodes of the gang's pods already bound (one entry per
+    pod); the pods still to come are assumed to land on nodes like this one.
+    The gang steps at the pace of its slowest GPU, so it pays for every
+    member's GPUs and delivers ``gang_size x slowest throughput``. With no
+    member bound this equals :func:`cost_per_work`. None when a price is unknown.
+    """
+    bound = list(members)[: max(gang_size - 1, 0)]
+    prices = [m.gpu_hourly_usd for m in bound]
+    if node.gpu_hourly_usd is None or any(p is None for p in prices):
+        return None
+    speeds = [throughput.get(m.gpu_family, unknown_throughput) for m in bound]
+    slowest = min([throughput.get(node.gpu_family, unknown_throughput), *speeds])
+    size = max(gang_size, len(bound) + 1)
+    hourly = sum(p for p in prices if p is not None) + (size - len(bound)) * node.gpu_hourly_usd
+    return hourly / (size * slowest)
 
 
 def pack_fraction(node: NodeInfo, used_gpu_milli: int) -> float:

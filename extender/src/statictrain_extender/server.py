@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from statictrain import metrics
 
@@ -70,6 +70,14 @@ class _StateCollector(Collector):
         gauge = GaugeMetricFamily(metrics.EXTENDER_NODES_CACHED, "Nodes in the extender's watch cache.")
         gauge.add_metric([], len(self._state.nodes))
         yield gauge
+        estimates = CounterMetricFamily(
+            metrics.EXTENDER_THROUGHPUT_ESTIMATES_TOTAL.removesuffix("_total"),
+            "GPU pods scored, by where the best node's throughput figure came from (measured, inferred, table).",
+            labels=["source"],
+        )
+        for source, count in self._state.estimates.counts.items():
+            estimates.add_metric([source], count)
+        yield estimates
 
 
 class ExtenderMetrics:

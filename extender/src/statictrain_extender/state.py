@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .gpus import DEFAULT_RELATIVE_THROUGHPUT
+from statictrain import labels
+
+from .estimates import EstimateLog
 from .nodes import NodeInfo, node_from_object
 from .policy import pod_gpu_milli
-from .scoring import cost_per_work, job_throughput
+from .scoring import cost_per_work
+from .throughput import DEFAULT_RELATIVE_THROUGHPUT, JobThroughput, job_throughput
 
 __all__ = ["ClusterState", "CostKey", "JobKey"]
 
@@ -30,13 +33,16 @@ class ClusterState:
 
     def __init__(self, unknown_throughput: float = 0.1) -> None:
         self.nodes: dict[str, NodeInfo] = {}
-        self._unknown_throughput = unknown_throughput
+        self.unknown_throughput = unknown_throughput
         # Cost per unit of work of every node, per CostKey, filled on first use and
         # kept current node by node, so a request only looks values up.
         self._costs: dict[CostKey, dict[str, float | None]] = {}
         self._pods: dict[str, tuple[str, int]] = {}  # pod uid -> (node, gpu milli)
         self.used_gpu_milli: dict[str, int] = {}
-        self._throughput: dict[JobKey, dict[str, float]] = {}
+        self._throughput: dict[JobKey, JobThroughput] = {}
+        self._job_pods: dict[JobKey, dict[str, str]] = {}  # job -> {pod uid: node} of its bound GPU pods
+        self._job_of: dict[str, JobKey] = {}
+        self.estimates = EstimateLog()
         self.nodes_synced = False
         self.pods_synced = False
         self.prometheus_ok: bool | None = None  # None: never tried
@@ -63,11 +69,11 @@ class ClusterState:
     # --- cost per unit of work, precomputed
     def _cost(self, info: NodeInfo, key: CostKey) -> float | None:
         if key == "cpu":
-            return cost_per_work(info, False, None, self._unknown_throughput)
+            return cost_per_work(info, False, None, self.unknown_throughput)
         if key == "uniform":
-            return cost_per_work(info, True, None, self._unknown_throughput)
+            return cost_per_work(info, True, None, self.unknown_throughput)
         table = DEFAULT_RELATIVE_THROUGHPUT if key == "default" else self.throughput_for(key)  # type: ignore[arg-type]
-        return cost_per_work(info, True, table, self._unknown_throughput)
+        return cost_per_work(info, True, table, self.unknown_throughput)
 
     def costs(self, key: CostKey) -> dict[str, float | None]:
         """Cost per unit of work of every cached node for ``key``."""
@@ -103,8 +109,19 @@ class ClusterState:
         if milli > 0:
             self._pods[uid] = (node, milli)
             self.used_gpu_milli[node] = self.used_gpu_milli.get(node, 0) + milli
+            job = (meta.get("labels") or {}).get(labels.JOB)
+            if job:
+                key = (str(meta.get("namespace") or "default"), job)
+                self._job_pods.setdefault(key, {})[uid] = node
+                self._job_of[uid] = key
 
     def delete_pod(self, uid: str) -> None:
+        job = self._job_of.pop(uid, None)
+        if job is not None:
+            members = self._job_pods.get(job, {})
+            members.pop(uid, None)
+            if not members:
+                self._job_pods.pop(job, None)
         old = self._pods.pop(uid, None)
         if old is None:
             return
@@ -115,8 +132,15 @@ class ClusterState:
         else:
             self.used_gpu_milli.pop(node, None)
 
+    def gang_nodes(self, job: JobKey, exclude_uid: str) -> list[NodeInfo]:
+        """Nodes (cached ones) holding the job's other bound GPU pods, one entry per pod."""
+        members = self._job_pods.get(job, {})
+        return [self.nodes[n] for uid, n in members.items() if uid != exclude_uid and n in self.nodes]
+
     def replace_pods(self, objs: Sequence[Mapping[str, Any]]) -> None:
         self._pods.clear()
+        self._job_pods.clear()
+        self._job_of.clear()
         self.used_gpu_milli = {}
         for obj in objs:
             self.upsert_pod(obj)
@@ -130,4 +154,9 @@ class ClusterState:
     def throughput_for(self, job: JobKey | None) -> Mapping[str, float]:
         if job is None:
             return DEFAULT_RELATIVE_THROUGHPUT
-        return self._throughput.get(job, DEFAULT_RELATIVE_THROUGHPUT)
+        known = self._throughput.get(job)
+        return known.relative if known is not None else DEFAULT_RELATIVE_THROUGHPUT
+
+    def job_estimates(self, job: JobKey | None) -> JobThroughput | None:
+        """The job's throughput figures with their sources; None when it has no measurement."""
+        return self._throughput.get(job) if job is not None else None

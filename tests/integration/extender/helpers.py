@@ -85,12 +85,8 @@ def gpu_pod(
     }
 
 
-
-
 def post_json(url: str, body: Any, timeout_s: float = 10) -> tuple[int, Any]:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return resp.status, json.loads(resp.read())

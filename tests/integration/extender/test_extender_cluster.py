@@ -28,8 +28,8 @@ def wait_bound(cluster: Any, namespace: str, pod: str) -> str:
 
 
 def prices(group: str) -> list[dict[str, Any]]:
-    # Per unit of work (default table: H100 2.5, A100 1.0): h100-spot 5.00/2.5 = 2.0 $/h,
-    # a100-od 4.10/1.0 = 4.1, h100-od 12.29/2.5 = 4.9, l4-od 2.00/0.3 = 6.7 (per GPU-hour / throughput).
+    # Per unit of work (data/throughput.csv: H100 3.17, A100 1.0, L4 0.39): h100-spot 5.00/3.17 = 1.6 $/h,
+    # h100-od 12.29/3.17 = 3.9, a100-od 4.10/1.0 = 4.1, l4-od 2.00/0.39 = 5.1 (per GPU-hour / throughput).
     return [
         gpu_node(f"{group}-h100-od", group, "NVIDIA-H100-80GB-HBM3", 8, capacity="on-demand", hourly="98.32"),
         gpu_node(f"{group}-h100-spot", group, "NVIDIA-H100-80GB-HBM3", 8, capacity="spot", hourly="40.00"),
@@ -64,7 +64,7 @@ def test_default_scheduler_pods_are_not_steered(
 @pytest.mark.parametrize(
     ("annotations", "want_node"),
     [
-        pytest.param({"statictrain.io/capacity-types": "on-demand"}, "a100-od", id="on-demand-only"),
+        pytest.param({"statictrain.io/capacity-types": "on-demand"}, "h100-od", id="on-demand-only"),
         pytest.param({"statictrain.io/gpu-models": "L4"}, "l4-od", id="gpu-model"),
         pytest.param({"statictrain.io/max-hourly-usd": "35"}, "a100-od", id="max-hourly-price"),
     ],
@@ -142,3 +142,56 @@ def test_extender_down_pods_still_schedule_and_prometheus_shows_it(
         wait_for(lambda: prom_up(cluster) == 0.0, 60, "up{job=statictrain-extender} to drop to 0")
     finally:
         extender.start()
+
+
+def test_gang_stays_on_fast_gpus_and_pods_get_an_estimate_event(
+    cluster: Any, extender: ExtenderProcess, namespace: str, node_group: tuple[str, list[dict[str, Any]]]
+) -> None:
+    group, _ = node_group
+    # Alone, the T4 is the cheaper place per unit of work: 0.15/0.21 = 0.7 $/h vs A100 3.00/1.0.
+    apply_nodes(
+        cluster,
+        extender,
+        [
+            gpu_node(f"{group}-a100", group, "NVIDIA-A100-SXM4-40GB", 8, capacity="on-demand", hourly="24.00"),
+            gpu_node(f"{group}-t4", group, "Tesla-T4", 4, capacity="on-demand", hourly="0.60"),
+        ],
+    )
+
+    def member(name: str, job: str, size: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        pod = gpu_pod(name, group, 1, job=job, annotations=annotations)
+        pod["spec"]["containers"][0]["env"] = [{"name": "WORLD_SIZE", "value": str(size)}]
+        return pod
+
+    create_pod(cluster, namespace, member("solo", "solo", 1))
+    assert wait_bound(cluster, namespace, "solo") == f"{group}-t4"
+    create_pod(cluster, namespace, member("g0", "gang", 2, {"statictrain.io/gpu-models": "A100"}))
+    assert wait_bound(cluster, namespace, "g0") == f"{group}-a100"
+    probe = member("probe", "gang", 2)
+    probe["metadata"].update(namespace=namespace, uid="probe")
+    names = [f"{group}-a100", f"{group}-t4"]
+
+    def gang_prefers_a100() -> bool:  # the extender's pod watch has seen g0 bound
+        _, scores = post_json(f"{extender.base}/scheduler/prioritize", {"Pod": probe, "NodeNames": names})
+        by_host = {h["Host"]: h["Score"] for h in scores}
+        return bool(by_host[names[0]] > by_host[names[1]])
+
+    wait_for(gang_prefers_a100, 30, "the extender to score the gang's second pod onto the A100")
+    create_pod(cluster, namespace, member("g1", "gang", 2))
+    assert wait_bound(cluster, namespace, "g1") == f"{group}-a100"
+
+    def estimate_event() -> str:
+        out = cluster.kubectl(
+            "get",
+            "events",
+            "-n",
+            namespace,
+            "--field-selector",
+            "involvedObject.name=solo,reason=ThroughputEstimate",
+            "-o",
+            "jsonpath={.items[*].message}",
+        ).stdout
+        return str(out)
+
+    message = wait_for(estimate_event, 30, "the ThroughputEstimate event of pod solo")
+    assert "default throughput table" in message and "best: T4" in message

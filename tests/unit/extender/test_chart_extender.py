@@ -64,9 +64,12 @@ def test_defaults_render_extender_and_scheduler() -> None:
         assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
 
 
-def test_extender_rbac_is_read_only_nodes_and_pods() -> None:
+def test_extender_rbac_reads_nodes_and_pods_and_only_creates_events() -> None:
     (role,) = [r for r in by_kind(render(), "ClusterRole") if r["metadata"]["name"].endswith("extender")]
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+    ]
 
 
 def test_tls_switches_to_https_with_ca() -> None:

@@ -11,6 +11,7 @@ from statictrain_extender.policy import (
 )
 from statictrain_extender.scoring import Weights
 from statictrain_extender.state import ClusterState
+from statictrain_extender.throughput import DEFAULT_RELATIVE_THROUGHPUT
 
 from .builders import node_obj, pod_obj
 
@@ -114,9 +115,12 @@ def test_prioritize_ranks_cheapest_work_first_and_keeps_order() -> None:
     got = prioritize_result(cluster(), {"Pod": pod_obj(gpus=8), "NodeNames": ALL}, NAMES, Weights(cost=1, pack=0))
     assert [h["Host"] for h in got] == ALL
     scores = {h["Host"]: h["Score"] for h in got}
-    # per unit of work: h100-spot 5/2.5=2.0, h100-od 12.29/2.5=4.9, a100 4.10/1=4.1, t4 0.98/0.15=6.5
-    assert scores["h100-spot"] == 10
-    assert scores["h100-spot"] > scores["a100-od"] > scores["h100-od"] > scores["t4-od"]
+    # cost score = cheapest $/work over this node's; $/work = GPU-hour price / table figure
+    state = cluster()
+    per_work = {n: state.nodes[n].gpu_hourly_usd / DEFAULT_RELATIVE_THROUGHPUT[state.nodes[n].gpu_family] for n in ALL}
+    cheapest = min(per_work.values())
+    for name in ALL:
+        assert scores[name] == round(10 * cheapest / per_work[name])
 
 
 def test_prioritize_uses_measured_step_times() -> None:

@@ -1,11 +1,8 @@
 from __future__ import annotations
 
-import math
-
 import pytest
-from statictrain_extender.gpus import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_extender.nodes import NodeInfo
-from statictrain_extender.scoring import MAX_SCORE, Weights, cost_per_work, job_throughput, score_nodes
+from statictrain_extender.scoring import MAX_SCORE, Weights, cost_per_work, score_nodes
 
 from .builders import info
 
@@ -121,25 +118,3 @@ def test_bad_weights_rejected(cost: float, pack: float, unknown: float) -> None:
 def test_cost_per_work() -> None:
     assert cost_per_work(info("n", "H100", gpu_hourly=10.0), True, TABLE, 0.1) == pytest.approx(4.0)
     assert cost_per_work(info("n", gpu_hourly=None), True, TABLE, 0.1) is None
-
-
-@pytest.mark.parametrize(
-    ("steps", "want"),
-    [
-        pytest.param({}, DEFAULT_RELATIVE_THROUGHPUT, id="no-measurements-defaults"),
-        pytest.param(
-            {"A100": 2.0, "H100": 1.0},
-            # geometric mean of defaults (1.0, 2.5) kept; measured ratio H100/A100 = 2.0
-            {"A100": math.sqrt(2.5) / math.sqrt(2.0), "H100": math.sqrt(2.5) * math.sqrt(2.0)},
-            id="measured-ratio-replaces-default-ratio",
-        ),
-        pytest.param({"A100": 0.5}, {"A100": 1.0}, id="single-measurement-anchors-to-default"),
-        pytest.param({"A100": float("nan"), "H100": -1.0}, DEFAULT_RELATIVE_THROUGHPUT, id="bad-samples-ignored"),
-        pytest.param({"NEWGPU": 0.5}, {"NEWGPU": 2.0}, id="measured-only-model"),
-    ],
-)
-def test_job_throughput(steps: dict[str, float], want: dict[str, float]) -> None:
-    got = job_throughput(steps)
-    for family, value in want.items():
-        assert got[family] == pytest.approx(value)
-    assert got["T4"] == pytest.approx(DEFAULT_RELATIVE_THROUGHPUT["T4"])

@@ -116,6 +116,7 @@ def test_healthz_and_metrics() -> None:
         async with session.get(f"{base}/healthz") as resp:
             seen["before"] = resp.status
         state.replace_nodes([node_obj("n0")])
+        state.estimates.record("inferred", None)
         async with session.get(f"{base}/healthz") as resp:
             seen["after"] = (resp.status, orjson.loads(await resp.read()))
         async with session.get(f"{base}/metrics") as resp:
@@ -128,6 +129,7 @@ def test_healthz_and_metrics() -> None:
         {"nodesSynced": True, "podsSynced": False, "nodesCached": 1, "prometheusOk": None},
     )
     assert "statictrain_extender_nodes_cached 1.0" in seen["metrics"]
+    assert 'statictrain_extender_throughput_estimates_total{source="inferred"} 1.0' in seen["metrics"]
 
 
 MALFORMED = [

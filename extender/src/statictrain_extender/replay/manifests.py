@@ -10,15 +10,15 @@ on is not modelled, for either scheduler.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from statictrain import labels
 from statictrain.money import format_usd
 
 from ..nodes import GPU_MILLI_RESOURCE
 from ..policy import THROUGHPUT_ANNOTATION
-from .prices import NodePrice
-from .trace import TraceNode, TracePod
+from .prices import NodePrice, gpu_product
+from .trace import TraceNode
 
 __all__ = ["NODE_HEALTH_TOLERATIONS", "REPLAY_LABEL", "node_manifest", "node_name", "pod_manifest"]
 
@@ -32,6 +32,19 @@ NODE_HEALTH_TOLERATIONS = [
     for condition in ("not-ready", "unreachable")
     for effect in ("NoSchedule", "NoExecute")
 ]
+
+
+class PodShape(Protocol):
+    """What a replayed pod asks for (a trace pod or a work-conserving task)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def cpu_milli(self) -> int: ...
+    @property
+    def memory_mib(self) -> int: ...
+    @property
+    def total_gpu_milli(self) -> int: ...
 
 
 def node_name(prefix: str, node: TraceNode) -> str:
@@ -66,7 +79,7 @@ def node_manifest(prefix: str, node: TraceNode, price: NodePrice, replay_id: str
         REPLAY_LABEL: replay_id,
     }
     if node.gpus:
-        node_labels[labels.GPU_PRODUCT] = node.model
+        node_labels[labels.GPU_PRODUCT] = gpu_product(node.model)
         node_labels[labels.GPU_COUNT] = str(node.gpus)
     return {
         "apiVersion": "v1",
@@ -78,7 +91,7 @@ def node_manifest(prefix: str, node: TraceNode, price: NodePrice, replay_id: str
 
 
 def pod_manifest(
-    pod: TracePod, *, namespace: str, scheduler_name: str, replay_id: str, uniform_throughput: bool
+    pod: PodShape, *, namespace: str, scheduler_name: str, replay_id: str, uniform_throughput: bool
 ) -> dict[str, Any]:
     """A Pod that asks for what the trace pod asked for, confined to the replay's nodes."""
     requests: dict[str, str] = {"cpu": f"{pod.cpu_milli}m", "memory": f"{pod.memory_mib}Mi"}

@@ -19,6 +19,11 @@ G2          A100-40GB      undisclosed 8-GPU model; assumed current-generation
 G3          A100-80GB      undisclosed 8-GPU model; assumed current-generation
 ==========  =============  =====================================================
 
+Nodes are labelled (``nvidia.com/gpu.product``) with the product name NVIDIA's GPU
+feature discovery gives the GPU each trace model stands for (:data:`GPU_PRODUCT`),
+so the extender reads their family like any real node's: P100 is a P100 there
+(only its price borrows T4's), and G2/G3 are A100s (an assumption, as above).
+
 CPU-only nodes (the all-node list) cost ``cpu_usd_per_core_hour`` per core.
 """
 
@@ -33,7 +38,7 @@ from statictrain.pricing import ON_DEMAND, Catalog
 
 from .trace import TraceError, TraceNode
 
-__all__ = ["CATALOG_MODEL", "NodePrice", "price_nodes"]
+__all__ = ["CATALOG_MODEL", "GPU_PRODUCT", "NodePrice", "gpu_product", "price_nodes"]
 
 CATALOG_MODEL: Mapping[str, str] = {
     "T4": "T4-16GB",
@@ -44,6 +49,22 @@ CATALOG_MODEL: Mapping[str, str] = {
     "G2": "A100-40GB",
     "G3": "A100-80GB",
 }
+
+GPU_PRODUCT: Mapping[str, str] = {
+    "T4": "Tesla-T4",
+    "P100": "Tesla-P100-PCIE-16GB",
+    "V100M16": "Tesla-V100-SXM2-16GB",
+    "V100M32": "Tesla-V100-SXM2-32GB",
+    "A10": "NVIDIA-A10",
+    "G2": "NVIDIA-A100-SXM4-40GB",
+    "G3": "NVIDIA-A100-SXM4-80GB",
+}
+
+
+def gpu_product(model: str) -> str:
+    """The ``nvidia.com/gpu.product`` label for a trace model; unknown models keep their own name."""
+    return GPU_PRODUCT.get(model, model)
+
 
 # m6i-class on-demand price per vCPU-hour (us-east-1 m6i.xlarge 0.192 $/h for 4 vCPU).
 DEFAULT_CPU_USD_PER_CORE_HOUR = Decimal("0.048")

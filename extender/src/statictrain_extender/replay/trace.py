@@ -49,6 +49,12 @@ class TracePod:
     """Per-GPU share in milli-GPU (1000 = a whole GPU)."""
     creation_s: int
     deletion_s: int
+    scheduled_s: int | None = None
+    """When the trace scheduled it; None when it never was (or the column is absent)."""
+    qos: str = ""
+    """``LS`` (latency-sensitive service), ``BE``, ``Burstable``, ``Guaranteed``; "" when absent."""
+    phase: str = ""
+    """Phase at the end of the trace (``Running``, ``Failed``, ``Succeeded``, ``Pending``); "" when absent."""
 
     @property
     def total_gpu_milli(self) -> int:
@@ -101,36 +107,58 @@ def parse_nodes(text: str, source: str = "node list") -> list[TraceNode]:
     return nodes
 
 
-def parse_pods(text: str, source: str = "pod list") -> list[TracePod]:
-    """Pods of a pod-list CSV, sorted by creation time."""
+def _pod(row: dict[str, str], where: str) -> TracePod:
+    name = (row["name"] or "").strip().lower()
+    if not _DNS_NAME.match(name):
+        raise TraceError(f"{where}: name {name!r} must be a DNS label (letters, digits, '-', max 63)")
+    num_gpu = _int(row, "num_gpu", where)
+    gpu_milli = _int(row, "gpu_milli", where)
+    if num_gpu > 0 and not 0 < gpu_milli <= 1000:
+        raise TraceError(f"{where}: gpu_milli={gpu_milli} must be in 1..1000 for a GPU pod")
+    created = _int(row, "creation_time", where)
+    deleted = _int(row, "deletion_time", where)
+    if deleted < created:
+        raise TraceError(f"{where}: deletion_time {deleted} is before creation_time {created}")
+    raw_scheduled = (row.get("scheduled_time") or "").strip()
+    scheduled = _int(row, "scheduled_time", where) if raw_scheduled else None
+    if scheduled is not None and not created <= scheduled <= deleted:
+        raise TraceError(f"{where}: scheduled_time {scheduled} is outside [creation_time, deletion_time]")
+    return TracePod(
+        name,
+        _int(row, "cpu_milli", where),
+        _int(row, "memory_mib", where),
+        num_gpu,
+        gpu_milli,
+        created,
+        deleted,
+        scheduled,
+        (row.get("qos") or "").strip(),
+        (row.get("pod_phase") or "").strip(),
+    )
+
+
+def parse_pods(text: str, source: str = "pod list", skipped: dict[str, int] | None = None) -> list[TracePod]:
+    """Pods of a pod-list CSV, sorted by creation time.
+
+    A bad row raises :class:`TraceError`; with ``skipped`` given, it is left out
+    and counted there by reason instead (the reason is the error without its line).
+    """
     pods: list[TracePod] = []
     seen: set[str] = set()
     for line, row in _rows(text, source, POD_COLUMNS):
         where = f"{source} line {line}"
-        name = (row["name"] or "").strip().lower()
-        if not _DNS_NAME.match(name):
-            raise TraceError(f"{where}: name {name!r} must be a DNS label (letters, digits, '-', max 63)")
-        if name in seen:
-            raise TraceError(f"{where}: pod {name} listed twice")
-        seen.add(name)
-        num_gpu = _int(row, "num_gpu", where)
-        gpu_milli = _int(row, "gpu_milli", where)
-        if num_gpu > 0 and not 0 < gpu_milli <= 1000:
-            raise TraceError(f"{where}: gpu_milli={gpu_milli} must be in 1..1000 for a GPU pod")
-        created = _int(row, "creation_time", where)
-        deleted = _int(row, "deletion_time", where)
-        if deleted < created:
-            raise TraceError(f"{where}: deletion_time {deleted} is before creation_time {created}")
-        pods.append(
-            TracePod(
-                name,
-                _int(row, "cpu_milli", where),
-                _int(row, "memory_mib", where),
-                num_gpu,
-                gpu_milli,
-                created,
-                deleted,
-            )
-        )
+        try:
+            pod = _pod(row, where)
+            if pod.name in seen:
+                raise TraceError(f"{where}: pod {pod.name} listed twice")
+        except TraceError as err:
+            if skipped is None:
+                raise
+            reason = str(err).removeprefix(f"{where}: ")
+            reason = re.sub(r"\d+|'[^']*'|openb-\S+", "N", reason)
+            skipped[reason] = skipped.get(reason, 0) + 1
+            continue
+        seen.add(pod.name)
+        pods.append(pod)
     pods.sort(key=lambda p: (p.creation_s, p.name))
     return pods
