@@ -58,6 +58,7 @@ import time
 import urllib.request
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -409,11 +410,12 @@ class Scenario:
         return self.done(proc, key)
 
 
-def cluster_cost(cluster: LocalCluster, state: str) -> ClusterCost:
+def cluster_cost(cluster: LocalCluster, state: str) -> tuple[ClusterCost, Callable[[], None]]:
     """The cost part's API calls over the Kube port (a loop in a thread; the API's job list stands in for
-    kopf's index)."""
+    kopf's index), and the function that closes its HTTP session and stops the loop."""
     api = HttpKube(endpoint.load(str(cluster.kubeconfig)))
-    call = LoopThread().__enter__()  # a daemon thread for the life of this process
+    loop = LoopThread()
+    call = loop.__enter__()
 
     def jobs() -> list[dict[str, Any]]:
         return call(api.list(STJ))
@@ -421,7 +423,11 @@ def cluster_cost(cluster: LocalCluster, state: str) -> ClusterCost:
     def job(namespace: str, name: str) -> dict[str, Any] | None:
         return call(api.get(STJ, namespace, name))
 
-    return ClusterCost(api, call, jobs, job, _now, state_configmap=state)
+    def close() -> None:
+        call(api.close())
+        loop.__exit__()
+
+    return ClusterCost(api, call, jobs, job, _now, state_configmap=state), close
 
 
 class OperatorProcess:
@@ -434,8 +440,9 @@ class OperatorProcess:
         self.server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
         settings = CostSettings(prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, counter_lookback_s=60.0)
         self.clock_override: float | None = None
+        kube, self._close_kube = cluster_cost(cluster, state)
         self.acc = Accountant(
-            kube=cluster_cost(cluster, state),
+            kube=kube,
             prom=HttpPrometheus(prom.url),
             catalog=parse_catalog(shipped_catalog_text()),
             settings=settings,
@@ -477,6 +484,7 @@ class OperatorProcess:
             self.thread.join()
         self.server.shutdown()
         self.server.server_close()
+        self._close_kube()
 
 
 def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
@@ -701,8 +709,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         proc.exit.touch()
     for proc in sc.procs:
         proc.popen.wait(timeout=30)
-    op.server.shutdown()
-    op.server.server_close()
+    op.shutdown()
     prom.stop()
     sc.kubectl("patch", "node", spot, "--type=merge", "-p", json.dumps({"metadata": {"finalizers": None}}))
     sc.kubectl("delete", "node", cpu_node, "--wait=false")

@@ -246,36 +246,86 @@ def test_custom_prices_from_a_configmap_win_and_go_away_again(
     assert p5("on-demand")[labels.PRICE_SOURCE] == "catalog"
 
 
+OPENCOST_RATES = {"gpu": Decimal("0.95"), "cpu": Decimal("0.031611"), "memory": Decimal("0.004237")}
+"""OpenCost's published default hourly rates per GPU, vCPU and GiB of memory: the ratio in which a node
+price known only as a whole is split between its resources (written out here, not taken from the product)."""
+BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
+
+
+def gib(quantity: str) -> Decimal:
+    """A memory quantity as the API server reports node capacity (binary suffix or bytes), in GiB."""
+    for suffix, factor in BINARY_SUFFIXES.items():
+        if quantity.endswith(suffix):
+            return Decimal(quantity[: -len(suffix)]) * factor / 2**30
+    return Decimal(quantity) / 2**30
+
+
+def one_gpu_hourly(node: dict[str, Any]) -> Decimal:
+    """One GPU's share of the node's annotated price: price x GPU rate / sum(allocatable x rate)."""
+    alloc = node["status"]["allocatable"]
+    amounts = {"gpu": Decimal(alloc[labels.GPU_RESOURCE]), "cpu": Decimal(alloc["cpu"]), "memory": gib(alloc["memory"])}
+    weighted = sum((amounts[r] * OPENCOST_RATES[r] for r in OPENCOST_RATES), Decimal(0))
+    return Decimal(node["metadata"]["annotations"][labels.HOURLY_COST]) * OPENCOST_RATES["gpu"] / weighted
+
+
 def test_running_job_accumulates_cost_and_budget_suspends_once(
     cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostRuntime, str]
 ) -> None:
+    """A 1-GPU worker that requests no CPU or memory (and uses none: kwok runs no process) is priced at one
+    GPU's share of its node, split the OpenCost way (whole-pod pricing), not at node price / GPU count.
+
+    Each run's cost is checked against that rate x the seconds between the runs' ``status.cost.updated``
+    marks; the budget suspends the job at the first run whose cost reaches the limit, and only once."""
     rt, _ = runtime
     commit = f"c{uuid.uuid4().hex[:7]}"
+    limit = Decimal("0.02")
     with sidecar_exporter(cluster) as (util, _):
         cluster.kubectl(
             "apply",
             "-f",
             "-",
-            input=stj("budgeted", namespace, commit, {"limitUSD": "0.02", "onExceeded": "Suspend"}),
+            input=stj("budgeted", namespace, commit, {"limitUSD": str(limit), "onExceeded": "Suspend"}),
         )
         cluster.kubectl("apply", "-f", "-", input=worker("budgeted", namespace, commit))
         pod = eventually(lambda: running(cluster, namespace, "budgeted-worker-0"), what="worker Running")
         uid = pod["metadata"]["uid"]
         util.labels("budgeted", namespace, commit, "t", "budgeted-worker-0", uid, "0").set(0.0)
         eventually(scraped(cluster, "statictrain_gpu_utilization_ratio", uid), what="utilization scraped")
-        seen: list[Decimal] = []
-        rt.tick()
-        for _ in range(6):  # 1 H100 GPU at 12.29 $/h: 0.02 $ after about 6 s
+        rt.tick()  # also prices the nodes
+        node = kget(cluster, "node", pod["spec"]["nodeName"])
+        rate = one_gpu_hourly(node)  # p5.48xlarge on-demand, 98.32 $/h: ~4.18 $/h, not 98.32 / 8 = 12.29
+        per_gpu = Decimal(node["metadata"]["annotations"][labels.HOURLY_COST]) / int(
+            node["status"]["allocatable"][labels.GPU_RESOURCE]
+        )
+        assert 0 < rate < per_gpu  # the node's CPU and memory carry the rest of its price
+
+        def observe() -> tuple[float, dict[str, Any], bool]:
+            job = kget(cluster, "stj", "-n", namespace, "budgeted")
+            cost = job["status"]["cost"]
+            assert cost["updated"].endswith("Z")
+            updated = datetime.fromisoformat(cost["updated"].replace("Z", "+00:00")).timestamp()
+            return updated, cost, job["spec"].get("suspend") is True
+
+        t0, first, suspended = observe()
+        assert Decimal(first["usd"]) > 0 and not suspended
+        tolerance = Decimal("1e-8")  # the status' 9 decimals; one accounted second is worth ~1e-3 $
+        cost, runs = first, 0
+        while not suspended:
+            runs += 1
+            # about 17 s of accounted time reach 0.02 $: far fewer runs than this bound whatever the load
+            assert runs <= 60, f"budget never acted: {cost}"
             time.sleep(2)
             rt.tick()
-            cost = kget(cluster, "stj", "-n", namespace, "budgeted")["status"]["cost"]
-            seen.append(Decimal(cost["usd"]))
-        assert seen == sorted(seen) and seen[-1] > seen[0] > 0
-        job = kget(cluster, "stj", "-n", namespace, "budgeted")
-        cost = job["status"]["cost"]
+            t, cost, suspended = observe()
+            hours = Decimal(str(t - t0)) / 3600
+            expected = Decimal(first["usd"]) + rate * hours
+            assert abs(Decimal(cost["usd"]) - expected) <= tolerance, (cost, expected)
+            assert abs(Decimal(cost["gpuHours"]) - Decimal(first["gpuHours"]) - hours) <= tolerance, cost
+            assert Decimal(cost["gpuUSD"]) == Decimal(cost["usd"])  # no CPU or memory allocated
+            assert Decimal(cost["cpuUSD"]) == 0 and Decimal(cost["memoryUSD"]) == 0
+            assert suspended == (Decimal(cost["usd"]) >= limit), cost  # acts at the first run over the limit
         assert Decimal(cost["idleUSD"]) > 0  # allocated GPU at 0 utilization
-        assert Decimal(cost["gpuHours"]) > 0 and cost["updated"].endswith("Z")
-        assert job["spec"]["suspend"] is True
+        job = kget(cluster, "stj", "-n", namespace, "budgeted")
         assert job["metadata"]["annotations"][BUDGET_ACTED] == "0.020000"
         for _ in range(3):
             rt.tick()

@@ -59,9 +59,12 @@ def _fake_nvml_module() -> Any:
 
 
 class Trainer:
-    """Writes one channel record per STEP_S seconds, as the trainer's local rank 0 would."""
+    """Publishes its GPU, then writes one channel record per STEP_S seconds, as the trainer's local rank 0 would
+    (the sidecar reports only the GPUs its pod's trainers publish)."""
 
-    def __init__(self, stats: Path, tokens: int, mfu: float) -> None:
+    def __init__(self, stats: Path, tokens: int, mfu: float, gpu_uuid: str) -> None:
+        (stats / channel.GPUS_DIR).mkdir(exist_ok=True)
+        (stats / channel.GPUS_DIR / "0.json").write_text(channel.encode_gpu(gpu_uuid, 0))
         self.path = stats / channel.STEPS_FILE
         self.tokens, self.mfu = tokens, mfu
         self.stop = threading.Event()
@@ -149,7 +152,7 @@ def scenario(cluster: Any, crd: str, tmp_path_factory: pytest.TempPathFactory) -
             sidecars.append(sc)
             cluster.add_scrape_target(f"sc-{meta['name']}-{tag}", f"127.0.0.1:{sc.port}", {})
             targets.append(f"sc-{meta['name']}-{tag}")
-            trainers.append(Trainer(stats, TOKENS[role], 0.4 if role == "fast" else 0.2))
+            trainers.append(Trainer(stats, TOKENS[role], 0.4 if role == "fast" else 0.2, gpu.uuid))
         prom = HttpPrometheus(cluster.prometheus_url)
         started = time.time()
 
