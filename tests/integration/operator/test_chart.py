@@ -83,8 +83,8 @@ def test_rendered_objects(cluster: Any) -> None:
         *["ClusterRoleBinding"] * 2,
         "Deployment",
         "NetworkPolicy",
-        *["Role"] * 3,  # one per watched namespace, the heartbeat
-        *["RoleBinding"] * 3,
+        *["Role"] * 4,  # one per watched namespace, the heartbeat, the cost-state ConfigMap
+        *["RoleBinding"] * 4,
         "Service",
         "ServiceAccount",
         "ValidatingAdmissionPolicy",  # node patches: price annotations only
@@ -139,9 +139,13 @@ def test_rbac_grants_no_secrets_and_no_exec(cluster: Any) -> None:
         assert "secrets" not in rule["resources"]
         assert "pods/exec" not in rule["resources"]
     granted = {(res, verb) for rule in rules for res in rule["resources"] for verb in rule["verbs"]}
-    # Anomaly: restart-from-checkpoint deletes worker pods; configmaps only when custom prices are configured.
+    # Anomaly: restart-from-checkpoint deletes worker pods. ConfigMaps: only the cost state (create, and
+    # get/patch of that one name); reading custom prices only when configured.
     assert ("pods", "delete") in granted
-    assert not any(res == "configmaps" for res, _ in granted)
+    configmap_rules = [r for r in rules if "configmaps" in r["resources"]]
+    assert {v for r in configmap_rules for v in r["verbs"]} == {"create", "get", "patch"}
+    for rule in configmap_rules:
+        assert rule["verbs"] == ["create"] or rule.get("resourceNames") == ["st-statictrain-operator-cost-state"]
 
 
 def test_custom_prices_grant_reading_that_one_configmap(cluster: Any) -> None:

@@ -10,6 +10,7 @@ policies is tested with real traffic in tests/integration/realnode/test_network_
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Iterator
@@ -55,6 +56,8 @@ WATCHED = {
     *(("pods", v) for v in ("get", "list", "delete")),
     *(("leases.coordination.k8s.io", v) for v in ("get", "list", "watch", "create", "patch")),  # + heartbeat
 }
+# The release's own namespace only: the cost-state ConfigMap (create; get and patch by name).
+COST_STATE = {("configmaps", "create"), ("configmaps", "get"), ("configmaps", "patch")}
 
 
 @dataclass
@@ -116,7 +119,8 @@ def test_operator_rights_are_exactly_the_allowlist(cluster: Any, release: Releas
 
         watched = wait_for(lambda: rights(release.namespace) if ("pods", "delete") in rights(release.namespace)
                            else None, "the RoleBindings to take effect")
-        assert watched == SELF_REVIEWS | CLUSTER_SCOPED | WATCHED
+        assert watched == SELF_REVIEWS | CLUSTER_SCOPED | WATCHED | COST_STATE
+        assert f"[{release.full}-cost-state]" in can_i_list(cluster, release.sa, release.namespace)[1]["configmaps"]
         # A namespace the operator does not watch: no namespaced right at all.
         assert rights(other) == SELF_REVIEWS | CLUSTER_SCOPED
         for verb, what in (("get", "secrets"), ("create", "pods/exec"), ("create", "jobs.batch")):
@@ -136,10 +140,23 @@ def test_node_patches_are_limited_to_the_price_annotations(cluster: Any, release
         proc = cluster.kubectl(*args, as_sa, check=False)
         return proc.stderr if proc.returncode != 0 else None
 
-    # The policy is loaded asynchronously: wait until a forbidden change is refused by it.
-    msg = wait_for(lambda: refused("label", "node", node, "statictrain-test/evil=1"), "the node policy to act")
-    assert "only the statictrain.io price annotations" in msg
-    assert "evil" not in cluster.nodes()[0]["metadata"].get("labels", {})
+    # The policy is loaded asynchronously: wait until a forbidden change is refused by it. Each try
+    # writes a new value (a try before the policy acts may succeed; repeating it would be a no-op).
+    tries = itertools.count()
+    last = ""
+
+    def try_label() -> str | None:
+        nonlocal last
+        last = str(next(tries))
+        return refused("label", "--overwrite", "node", node, f"statictrain-test/evil={last}")
+
+    try:
+        msg = wait_for(try_label, "the node policy to act")
+        assert "only the statictrain.io price annotations" in msg
+        node_labels = cluster.kubectl("get", "node", node, "-o", "json", check=True).stdout
+        assert json.loads(node_labels)["metadata"].get("labels", {}).get("statictrain-test/evil") != last
+    finally:
+        cluster.kubectl("label", "node", node, "statictrain-test/evil-", check=False)
     assert "only the statictrain.io price annotations" in (refused("annotate", "node", node, "example.com/x=1") or "")
     assert refused("taint", "node", node, "statictrain-test=x:NoSchedule") is not None
     # What the price annotator writes is allowed, and removable.
