@@ -40,16 +40,22 @@ def job_filters(filters: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
     return out
 
 
-def _chunks(window: ReportWindow) -> list[tuple[float, float]]:
-    """Evaluation points 1..buckets (the ends of the buckets), in chunks of at most MAX_POINTS."""
-    step = window.step_s
+def _chunks(window: ReportWindow) -> tuple[list[tuple[float, float]], float]:
+    """(first, last) evaluation point of each range query, in chunks of at most MAX_POINTS, and their step.
+
+    Prometheus evaluates a range query at ``start + k * step`` on its millisecond grid while that is not
+    after ``end``; a step of, say, 4.791667 s is sent as 4.792 s and its 24th point would fall after the
+    window's end and never be evaluated. So the points are chosen here, on that grid: the step in whole
+    milliseconds, every point at or before the window's last evaluation point (which ``fetch`` queries
+    on its own). A point's bucket is the one whose end is nearest (see ``model``)."""
+    start_ms, end_ms = round(window.eval_start * 1000), round(window.eval_end * 1000)
+    step_ms = max(1, round(window.step_s * 1000))
+    points = (end_ms - start_ms) // step_ms
     out = []
-    i = 1
-    while i <= window.buckets:
-        n = min(MAX_POINTS, window.buckets - i + 1)
-        out.append((window.eval_start + i * step, window.eval_start + (i + n - 1) * step))
-        i += n
-    return out
+    for first in range(1, points + 1, MAX_POINTS):
+        last = min(points, first + MAX_POINTS - 1)
+        out.append(((start_ms + first * step_ms) / 1000, (start_ms + last * step_ms) / 1000))
+    return out, step_ms / 1000
 
 
 def fetch(
@@ -63,22 +69,26 @@ def fetch(
     """(job series by field, node series by field) for :func:`report.model.build_report`.
 
     Per series: its last value before the window (looking back ``baseline_lookback_s``), stamped
-    at the window's first evaluation point, then the last raw sample of every bucket
-    (``last_over_time`` over exactly one bucket), so a series that ends between two evaluation
-    points (an operator restart, a removed target) still contributes its last value.
+    at the window's first evaluation point; the last raw sample of every bucket (``last_over_time``
+    over exactly one step of the millisecond grid, see ``_chunks``), so a series that ends between
+    two evaluation points (an operator restart, a removed target) still contributes its last value;
+    and its last value at the window's last evaluation point ``end - 1 ms`` (same lookback), so the
+    totals reach the window's end whatever the step's rounding.
     """
     any_of = job_filters(filters or {})
     plan = [("job", f, selector(m, any_of=any_of)) for f, m in JOB_METRICS.items()]
     plan += [("node", f, selector(m)) for f, m in NODE_METRICS.items()]
-    chunks = _chunks(window)
-    bucket = range_duration(window.step_s)
+    chunks, step = _chunks(window)
+    bucket = range_duration(step)
     lookback = range_duration(baseline_lookback_s)
-    calls: list[tuple[int, bool, Callable[[], list[Series]]]] = []  # (plan index, baseline?, query)
+    calls: list[tuple[int, float | None, Callable[[], list[Series]]]] = []  # (plan index, stamp, query)
     for i, (_, _, sel) in enumerate(plan):
-        calls.append((i, True, partial(reader.query, f"last_over_time({sel}[{lookback}])", window.eval_start)))
+        last = f"last_over_time({sel}[{lookback}])"
+        for t in (window.eval_start, window.eval_end):
+            calls.append((i, t, partial(reader.query, last, t)))
         for lo, hi in chunks:
             q = f"last_over_time({sel}[{bucket}])"
-            calls.append((i, False, partial(reader.query_range, q, lo, hi, window.step_s)))
+            calls.append((i, None, partial(reader.query_range, q, lo, hi, step)))
     # the queries are independent: run a few at once (Prometheus evaluates while Python parses), merged in order
     with ThreadPoolExecutor(max_workers=PARALLEL_QUERIES) as pool:
         futures = [pool.submit(call) for _, _, call in calls]
@@ -88,9 +98,9 @@ def fetch(
             if progress:
                 progress(done, len(calls), plan[calls[done - 1][0]][1])
     merged: list[dict[tuple[tuple[str, str], ...], list[Sample]]] = [defaultdict(list) for _ in plan]
-    for (i, baseline, _), series in zip(calls, results, strict=True):
+    for (i, at, _), series in zip(calls, results, strict=True):
         for s in series:
-            pts = [Sample(window.eval_start, p.v) for p in s.samples] if baseline else s.samples
+            pts = s.samples if at is None else [Sample(at, p.v) for p in s.samples]
             merged[i][tuple(sorted(s.labels.items()))].extend(pts)
     out: dict[str, dict[str, list[Series]]] = {"job": {}, "node": {}}
     for (kind, field_name, _), m in zip(plan, merged, strict=True):

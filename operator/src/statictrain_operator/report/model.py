@@ -2,8 +2,9 @@
 
 Each input series holds, per counter, its last value before the window stamped
 at the first evaluation point ``start - 1 ms`` (absent when the counter did not
-exist yet), then its last raw value in each bucket, stamped at the bucket's end
-``start - 1 ms + i * step`` (see ``fetch``). Increases between them cover exactly
+exist yet), then its last raw values inside the window, each stamped at the time
+it stands for (see ``fetch``), the last one at ``end - 1 ms``. A value counts in
+the bucket whose end is nearest its stamp. Increases between them cover exactly
 ``[start, end)``. A series without a value before the window started inside it
 and counts from zero. A drop is a counter reset (operator restart).
 """
@@ -90,6 +91,10 @@ class ReportWindow:
             )
         if not 1 <= self.buckets <= 100_000:
             raise ValueError("buckets must be within 1..100000")
+        if self.step_s < 0.001:
+            raise ValueError(
+                f"buckets of {self.step_s * 1000:g} ms are shorter than Prometheus' resolution (1 ms); use fewer buckets"
+            )
 
     @property
     def step_s(self) -> float:
@@ -97,15 +102,22 @@ class ReportWindow:
 
     @property
     def eval_start(self) -> float:
-        return self.start.timestamp() - EPSILON_S
+        """``start - 1 ms`` on Prometheus' millisecond grid."""
+        return _ms(self.start) - EPSILON_S
 
     @property
     def eval_end(self) -> float:
-        return self.end.timestamp() - EPSILON_S
+        """``end - 1 ms`` on Prometheus' millisecond grid."""
+        return _ms(self.end) - EPSILON_S
 
     def bucket_starts(self) -> list[datetime]:
         step = timedelta(seconds=self.step_s)
         return [self.start + i * step for i in range(self.buckets)]
+
+
+def _ms(t: datetime) -> float:
+    """``t`` as seconds, rounded to whole milliseconds (Prometheus' time resolution)."""
+    return round(t.timestamp() * 1000) / 1000
 
 
 def parse_utc(text: str) -> datetime:
