@@ -215,6 +215,8 @@ class Cost(TypedDict, total=False):
     """Tokens (or samples) trained so far, an integer string."""
     steps: str
     """Optimizer steps so far, an integer string."""
+    progressSteps: str
+    """Optimizer steps so far, unrounded (mean over ranks: DDP progress can be a half step)."""
     gpuUSD: Money
     cpuUSD: Money
     memoryUSD: Money

@@ -134,8 +134,9 @@ def test_html_is_self_contained_with_three_charts() -> None:
         ({"start": datetime(2026, 3, 1), "end": END}, "must be UTC"),
         ({"start": END, "end": START}, "must be after"),
         ({"start": START, "end": END, "buckets": 0}, "buckets"),
+        ({"start": START, "end": datetime(2026, 3, 1, 0, 0, 1, tzinfo=UTC), "buckets": 2000}, "use fewer buckets"),
     ],
-    ids=["naive-time", "inverted", "zero-buckets"],
+    ids=["naive-time", "inverted", "zero-buckets", "sub-millisecond-buckets"],
 )
 def test_window_validation(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):

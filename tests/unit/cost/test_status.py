@@ -81,3 +81,18 @@ def test_lost_work_is_priced_from_the_status_history() -> None:
         "80",
         "110.000",
     )
+
+
+def test_half_steps_of_ddp_progress_are_kept_not_counted_as_lost() -> None:
+    # two ranks one step apart at the window's end: progress (mean over ranks) is 100.5, all of it executed
+    w1 = JobCost("ns", "j", usd=Decimal(1), steps=100.5, executed_steps=100.5, step_mark=100.5)
+    c1 = accumulate(None, w1, now=NOW)
+    assert (c1["steps"], c1["progressSteps"], c1["lostSteps"]) == ("100", "100.500", "0.000")
+    w2 = JobCost("ns", "j", usd=Decimal(1), steps=99.5, executed_steps=99.5, step_mark=200)
+    c2 = accumulate(c1, w2, now=NOW)
+    assert (c2["steps"], c2["progressSteps"], c2["lostSteps"], c2["lostWorkUSD"]) == (
+        "200",
+        "200.000",
+        "0.000",
+        "0.000000000",
+    )

@@ -1,8 +1,9 @@
 """status.cost of a StaticTrainingJob: add one accounting increment to what it holds (pure).
 
 All money fields are decimal strings. Running totals: ``tokens`` (integer
-string), ``steps`` (progress), ``stepsExecuted`` and ``lostSteps`` (decimal
-strings: DDP steps are means over ranks), ``steadyUSD``/``steadySteps`` (the cost
+string), ``steps`` (progress, rounded for display), ``progressSteps``,
+``stepsExecuted`` and ``lostSteps`` (decimal strings: DDP steps are means over
+ranks, so progress can be a half step; lost steps compare the unrounded ones), ``steadyUSD``/``steadySteps`` (the cost
 per step that prices lost work) and ``stepMark`` (the job's step at ``updated``,
 where the next window starts). Tokens of a status written before they existed
 are recovered from ``usd`` and ``usdPer1MTokens``.
@@ -42,7 +43,7 @@ def totals(prev: Mapping[str, Any] | None) -> JobTotals:
     prev = prev or {}
     return JobTotals(
         executed_steps=float(_dec(prev.get("stepsExecuted"))),
-        steps=float(_dec(prev.get("steps"))),
+        steps=float(_dec(prev.get("progressSteps") or prev.get("steps"))),
         lost_steps=float(_dec(prev.get("lostSteps"))),
         steady_usd=_dec(prev.get("steadyUSD")),
         steady_steps=float(_dec(prev.get("steadySteps"))),
@@ -102,6 +103,7 @@ def accumulate(
         "projectedUSD": format_usd(_projected(usd, steps, progress), quantum=FINE),
         "tokens": str(int(tokens.to_integral_value())),
         "steps": str(int(steps.to_integral_value())),
+        "progressSteps": _count(t.steps),
         "stepsExecuted": _count(t.executed_steps),
         "lostSteps": _count(t.lost_steps),
         "steadyUSD": format_usd(t.steady_usd, quantum=FINE),

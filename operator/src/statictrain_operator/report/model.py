@@ -93,7 +93,8 @@ class ReportWindow:
             raise ValueError("buckets must be within 1..100000")
         if self.step_s < 0.001:
             raise ValueError(
-                f"buckets of {self.step_s * 1000:g} ms are shorter than Prometheus' resolution (1 ms); use fewer buckets"
+                f"buckets of {self.step_s * 1000:g} ms are shorter than Prometheus' resolution (1 ms); "
+                "use fewer buckets"
             )
 
     @property
