@@ -317,3 +317,17 @@ def test_a_series_replaced_by_another_is_counted_in_full_even_above_the_old_valu
     new = counter(lambda h: None if h < 3 else 9.0 + (h - 3), jl("a", "ns1", "c1") | {"instance": "2"})
     r = build_report(W, "job", {"usd": [old, new]}, {})
     assert [round(row.usd, 9) for row in r.rows] == [5.0 + 10.0]
+
+
+def test_cost_flags_raised_in_the_window_are_shown_by_name_per_row() -> None:
+    jobs, nodes = scenario()
+    lbl = jl("a", "ns1", "c1")
+    jobs["flags"] = [
+        counter(lambda h: 3 + (2 if h >= 2 else 0), lbl | {"flag": "utilization-gaps"}),  # 2 windows inside
+        counter(lambda h: 4.0, lbl | {"flag": "counter-reset"}),  # only before the window
+    ]
+    r = build_report(W, "job", jobs, nodes)
+    row = next(x for x in r.rows if x.key == ("ns1", "a"))
+    assert row.flags == {"utilization-gaps": 2.0}
+    assert json.loads(to_json(r))["rows"][0]["flags"] == "utilization-gaps (2 windows)"
+    assert "utilization-gaps (2 windows)" in to_csv(r) and "utilization-gaps" in to_table(r)

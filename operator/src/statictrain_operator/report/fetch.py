@@ -16,7 +16,7 @@ from statictrain.cost import Sample
 from statictrain.promql import range_duration, selector
 
 from statictrain_operator.prom import PromReader, Series
-from statictrain_operator.report.model import JOB_METRICS, NODE_METRICS, ReportWindow
+from statictrain_operator.report.model import FLAGS_METRIC, JOB_METRICS, NODE_METRICS, ReportWindow
 
 __all__ = ["BASELINE_LOOKBACK_S", "FILTER_LABELS", "MAX_POINTS", "Progress", "fetch", "job_filters"]
 
@@ -76,7 +76,7 @@ def fetch(
     totals reach the window's end whatever the step's rounding.
     """
     any_of = job_filters(filters or {})
-    plan = [("job", f, selector(m, any_of=any_of)) for f, m in JOB_METRICS.items()]
+    plan = [("job", f, selector(m, any_of=any_of)) for f, m in {**JOB_METRICS, "flags": FLAGS_METRIC}.items()]
     plan += [("node", f, selector(m)) for f, m in NODE_METRICS.items()]
     chunks, step = _chunks(window)
     bucket = range_duration(step)

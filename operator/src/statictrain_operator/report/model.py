@@ -26,6 +26,7 @@ from statictrain_operator.prom import Series
 
 __all__ = [
     "EPSILON_S",
+    "FLAGS_METRIC",
     "GROUP_LABELS",
     "JOB_METRICS",
     "NODE_METRICS",
@@ -62,6 +63,8 @@ JOB_METRICS = {
     "tokens": metrics.JOB_TOKENS_TOTAL,
     "executed_steps": metrics.JOB_STEPS_TOTAL,
 }
+FLAGS_METRIC = metrics.JOB_COST_FLAGS_TOTAL
+"""Accounting windows in which a job's cost data had a problem, per flag (label ``flag``)."""
 NODE_METRICS = {
     "node_usd": metrics.NODE_COST_USD_TOTAL,
     "node_idle_usd": metrics.NODE_IDLE_COST_USD_TOTAL,
@@ -166,6 +169,8 @@ class Row:
     tokens: float = 0.0
     executed_steps: float = 0.0
     """Steps executed, recomputed ones included (mean over ranks)."""
+    flags: dict[str, float] = field(default_factory=dict)
+    """Flag (e.g. utilization-gaps, node-price-annotation-invalid) -> accounting windows that raised it."""
 
     @property
     def steps(self) -> float:
@@ -251,6 +256,12 @@ def build_report(
                 commit[s.labels.get("commit", "")][0] += total
             elif field_name == "tokens":
                 commit[s.labels.get("commit", "")][1] += total
+    for s in job_series.get("flags", ()):
+        n = math.fsum(_deltas(s.samples, first, step, window.buckets))
+        key = tuple(s.labels.get(lbl, "") for lbl in GROUP_LABELS[group_by])
+        if n > 0 and key in rows:
+            flag = s.labels.get("flag", "")
+            rows[key].flags[flag] = rows[key].flags.get(flag, 0.0) + n
     node_totals = {"node_usd": 0.0, "node_idle_usd": 0.0}
     failures: dict[str, float] = {}
     for field_name in NODE_METRICS:
