@@ -225,6 +225,8 @@ class Cost(TypedDict, total=False):
     steadyUSD: Money
     steadySteps: str
     stepMark: str
+    flags: dict[str, str]
+    """Problems of the cost data (e.g. utilization-gaps) -> accounting windows that raised them (integer strings)."""
     updated: Timestamp
 
 

@@ -96,3 +96,13 @@ def test_half_steps_of_ddp_progress_are_kept_not_counted_as_lost() -> None:
         "0.000",
         "0.000000000",
     )
+
+
+def test_cost_data_flags_are_counted_by_name_in_status() -> None:
+    w1 = JobCost("ns", "j", usd=Decimal(1), flags={"utilization-gaps"})
+    c1 = accumulate(None, w1, now=NOW)
+    assert c1["flags"] == {"utilization-gaps": "1"}
+    c2 = accumulate(c1, JobCost("ns", "j", usd=Decimal(1), flags={"utilization-gaps", "counter-reset"}), now=NOW)
+    assert c2["flags"] == {"counter-reset": "1", "utilization-gaps": "2"}
+    assert accumulate(c2, None, now=NOW)["flags"] == c2["flags"]  # a window without cost keeps them
+    assert "flags" not in accumulate(None, JobCost("ns", "j", usd=Decimal(1)), now=NOW)

@@ -66,7 +66,7 @@ def accumulate(
     *,
     now: datetime,
     progress: Mapping[str, Any] | None = None,
-) -> dict[str, str]:
+) -> dict[str, Any]:
     """The new status.cost after adding ``inc`` (None: no cost in this window, only ``updated`` moves).
 
     ``now`` is the end of the accounted window (the next window starts there). The
@@ -89,7 +89,7 @@ def accumulate(
     tokens = tokens0 + (Decimal(repr(inc.tokens)) if inc else ZERO)
     steps = Decimal(repr(t.steps))
     mark = inc.step_mark if inc is not None and inc.step_mark is not None else step_mark(prev)
-    out: dict[str, str] = {
+    out: dict[str, Any] = {
         "usd": format_usd(usd, quantum=FINE),
         "gpuUSD": add("gpuUSD", inc.gpu_usd if inc else ZERO),
         "cpuUSD": add("cpuUSD", inc.cpu_usd if inc else ZERO),
@@ -111,7 +111,18 @@ def accumulate(
         "stepMark": _count(mark) if mark is not None else "",
         "updated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    flags = _flags(prev.get("flags"), inc.flags if inc is not None else set())
+    if flags:
+        out["flags"] = flags
     return out
+
+
+def _flags(prev: object, raised: set[str]) -> dict[str, str]:
+    """The job's cost-data flags -> windows that raised them, with this window's added (bad entries dropped)."""
+    counts = {str(k): int(v) for k, v in (prev.items() if isinstance(prev, Mapping) else ()) if str(v).isdigit()}
+    for flag in raised:
+        counts[flag] = counts.get(flag, 0) + 1
+    return {k: str(v) for k, v in sorted(counts.items())}
 
 
 def _projected(usd: Decimal, steps: Decimal, progress: Mapping[str, Any]) -> Decimal:
