@@ -41,6 +41,8 @@ from statictrain_operator.kube.port import STJ
 from statictrain_operator.progress.sync import ProgressSync
 from statictrain_operator.prom import HttpPrometheus
 
+from .helpers import scraped_registry
+
 pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -98,16 +100,8 @@ def runtime(cluster: LocalCluster, kube: tuple[HttpKube, Blocking]) -> Iterator[
     registry = CollectorRegistry()
     settings = CostSettings(prometheus_url=cluster.prometheus_url, interval_s=1.0, query_step_s=1.0)
     rt = cost_runtime(settings, kube, registry)
-    port = free_port()
-    server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
-    job = f"st-cost-operator-{uuid.uuid4().hex[:6]}"
-    cluster.add_scrape_target(job, f"127.0.0.1:{port}", {})
-    try:
+    with scraped_registry(cluster, registry, "st-cost-operator") as job:
         yield rt, job
-    finally:
-        cluster.remove_scrape_target(job)
-        server.shutdown()
-        server.server_close()
 
 
 SIDECAR_LABELS = ["job_name", "namespace", "commit", "team", "pod", "pod_uid", "gpu"]
@@ -119,16 +113,8 @@ def sidecar_exporter(cluster: LocalCluster) -> Iterator[tuple[Gauge, Counter]]:
     reg = CollectorRegistry()
     util = Gauge("statictrain_gpu_utilization_ratio", "u", SIDECAR_LABELS, registry=reg)
     tokens = Counter("statictrain_train_tokens", "t", SIDECAR_LABELS[:-1], registry=reg)
-    port = free_port()
-    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
-    target = f"st-sidecar-{uuid.uuid4().hex[:6]}"
-    cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
-    try:
+    with scraped_registry(cluster, reg, "st-sidecar"):
         yield util, tokens
-    finally:
-        cluster.remove_scrape_target(target)
-        server.shutdown()
-        server.server_close()
 
 
 def scraped(cluster: LocalCluster, metric: str, uid: str) -> Callable[[], bool]:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 import pytest
-from prometheus_client import CollectorRegistry, Counter, start_http_server
+from prometheus_client import CollectorRegistry, Counter
 from statictrain import metrics
 from statictrain.promql import selector
 from statictrain_localcluster.cluster import LocalCluster
@@ -23,6 +23,8 @@ from statictrain_localcluster.waiting import eventually
 from statictrain_operator.prom import HttpPrometheus, Series
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.model import ReportWindow, build_report
+
+from .helpers import scraped_registry
 
 pytestmark = pytest.mark.cluster
 
@@ -33,15 +35,8 @@ def job_counter(cluster: LocalCluster) -> Iterator[tuple[Counter, dict[str, str]
     registry = CollectorRegistry()
     job = {"job_name": "probe", "namespace": f"report-{uuid.uuid4().hex[:8]}", "commit": "c", "team": "t"}
     counter = Counter(metrics.JOB_COST_USD_TOTAL.removesuffix("_total"), "probe", list(job), registry=registry)
-    server, _ = start_http_server(0, addr="127.0.0.1", registry=registry)
-    target = f"probe-{job['namespace']}"
-    cluster.add_scrape_target(target, f"127.0.0.1:{server.server_port}")
-    try:
+    with scraped_registry(cluster, registry, "st-report-probe"):
         yield counter, job
-    finally:
-        cluster.remove_scrape_target(target)
-        server.shutdown()
-        server.server_close()
 
 
 def test_report_counts_an_increase_just_before_the_window_end(
