@@ -158,14 +158,15 @@ def test_chunks_cover_every_bucket_end_once() -> None:
 
 
 @pytest.mark.parametrize("seconds", [114, 115, 116, 3601])
-def test_evaluation_points_are_on_the_millisecond_grid_and_never_after_the_end(seconds: int) -> None:
+def test_evaluation_points_are_on_the_millisecond_grid_and_end_at_the_window_end(seconds: int) -> None:
     # 115 s / 24 = 4.791667 s: Prometheus would be sent 4.792 s and evaluate 24 points only up to 115.008 s
     w = ReportWindow(START, datetime.fromtimestamp(START.timestamp() + seconds, UTC), buckets=24)
     chunks, step = _chunks(w)
     assert step * 1000 == round(step * 1000) and abs(step - w.step_s) <= 0.0005
     ((lo, hi),) = chunks
-    assert lo == pytest.approx(w.eval_start + step) and hi <= w.eval_end + 1e-9
-    assert w.eval_end - hi < step  # the rest is the window's last point, queried on its own
+    assert hi == w.eval_end  # the last point is the window's end: always evaluated
+    assert lo - step <= w.eval_start < lo  # the first point's range reaches back to the window's start
+    assert round((hi - lo) * 1000) % round(step * 1000) == 0
 
 
 class GridPrometheus:
@@ -212,6 +213,15 @@ def test_totals_reach_the_end_of_the_window_whatever_the_step_rounding(seconds: 
     assert r.node_usd == pytest.approx(42.0, rel=1e-12)
 
 
+def test_a_series_last_seen_before_the_window_is_not_counted_when_a_bucket_is_longer_than_an_hour() -> None:
+    # 30 days in 24 buckets: the first point's 30 h range reaches 2 h before the window, where a node counter
+    # last had 5 $; the baseline (looking back at least one bucket) holds it too, so nothing is new
+    t0 = START.timestamp()
+    w = ReportWindow(START, datetime.fromtimestamp(t0 + 30 * 86400, UTC), buckets=24)
+    r = build_report(w, "job", *fetch(GridPrometheus([(t0 - 7200.0, 5.0)]), w))
+    assert r.node_usd == 0.0
+
+
 class RecordingReader:
     """Answers like Prometheus would for one counter that ends between two evaluation points."""
 
@@ -242,8 +252,7 @@ def test_fetch_takes_a_baseline_and_the_last_sample_of_every_bucket() -> None:
         'last_over_time(statictrain_job_cost_usd_total{namespace=~"x\\"\\\\}\\\\) or vector\\\\(1\\\\)"}[3600000ms])',
         W.eval_start,
     )
-    assert reader.queries[1] == (reader.queries[0][0], W.eval_end)  # the last value at the window's end
-    assert reader.queries[2][0].endswith(f"[{round(W.step_s * 1000)}ms])")
+    assert reader.queries[1][0].endswith(f"[{round(W.step_s * 1000)}ms])")
     assert seen[-1] == (len(reader.queries), len(reader.queries))
     r = build_report(W, "job", jobs, nodes)
     assert r.rows[0].usd == 15.0  # 10 before the window, 25 at its last sample

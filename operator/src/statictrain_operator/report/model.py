@@ -4,9 +4,10 @@ Each input series holds, per counter, its last value before the window stamped
 at the first evaluation point ``start - 1 ms`` (absent when the counter did not
 exist yet), then its last raw values inside the window, each stamped at the time
 it stands for (see ``fetch``), the last one at ``end - 1 ms``. A value counts in
-the bucket whose end is nearest its stamp. Increases between them cover exactly
-``[start, end)``. A series without a value before the window started inside it
-and counts from zero. A drop is a counter reset (operator restart).
+the bucket whose end is nearest its stamp (the first bucket at least). Increases
+between them cover exactly ``[start, end)``. A series without a value at the
+first evaluation point started inside the window and counts from zero. A drop is
+a counter reset (operator restart).
 """
 
 from __future__ import annotations
@@ -145,9 +146,9 @@ def _deltas(samples: Sequence[Sample], first_eval: float, step: float, buckets: 
     pts = sorted(samples, key=lambda s: s.t)
     if not pts:
         return out
-    prev: float | None = 0.0 if pts[0].t > first_eval + step / 2 else None
+    prev: float | None = 0.0 if pts[0].t > first_eval else None
     for s in pts:
-        idx = round((s.t - first_eval) / step)
+        idx = max(round((s.t - first_eval) / step), 1) if s.t > first_eval else 0
         if prev is not None and 1 <= idx <= buckets:
             out[idx - 1] += s.v - prev if s.v >= prev else max(s.v, 0.0)
         prev = s.v
