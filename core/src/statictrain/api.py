@@ -30,14 +30,7 @@ Phase = Literal[
     "Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed"
 ]
 ConditionType = Literal[
-    "Created",
-    "Running",
-    "Restarting",
-    "Suspended",
-    "Succeeded",
-    "Failed",
-    "BudgetExceeded",
-    "BudgetWarning",
+    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "BudgetExceeded", "BudgetWarning",
     "Remediation",
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]

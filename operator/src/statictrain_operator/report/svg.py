@@ -120,6 +120,15 @@ def _legend(names: Sequence[str], y0: float) -> str:
     return "".join(out)
 
 
+LEGEND_Y = TOP + PLOT_H + 44
+"""Where the legend of a chart over time starts, below its time axis."""
+
+
+def _time_frame(name: str, ticks: Sequence[float], unit: str, series: int) -> str:
+    """The opening of a chart over time with room for ``series`` legend rows, and its value axis."""
+    return _open(name, f"{name} ({unit})", int(LEGEND_Y + LEGEND_ROW * series)) + _y_axis(ticks, unit)
+
+
 def lines_over_time(
     name: str, start: datetime, end: datetime, series: Mapping[str, Sequence[float]], unit: str
 ) -> str:
@@ -129,8 +138,7 @@ def lines_over_time(
         return "<p>no data</p>"
     ticks = nice_ticks(max((max(v, default=0.0) for v in series.values()), default=0.0))
     plot_w = WIDTH - LEFT - RIGHT
-    legend_y = TOP + PLOT_H + 44
-    parts = [_open(name, f"{name} ({unit})", int(legend_y + LEGEND_ROW * len(series))), _y_axis(ticks, unit)]
+    parts = [_time_frame(name, ticks, unit, len(series))]
     for j, (label, values) in enumerate(series.items()):
         pts = [(LEFT, TOP + PLOT_H)] + [
             (LEFT + plot_w * (i + 1) / n, TOP + PLOT_H * (1 - v / ticks[-1])) for i, v in enumerate(values)
@@ -141,7 +149,7 @@ def lines_over_time(
             f'points="{" ".join(f"{x:.2f},{y:.2f}" for x, y in pts)}">'
             f"<title>{escape(label)}: {num(last)} {escape(unit)} at the end</title></polyline>"
         )
-    parts += [_x_time_axis(start, end), _legend(list(series), legend_y), "</svg>"]
+    parts += [_x_time_axis(start, end), _legend(list(series), LEGEND_Y), "</svg>"]
     return "".join(parts)
 
 
@@ -152,11 +160,9 @@ def stacked_columns(
     n = max((len(v) for v in series.values()), default=0)
     if n == 0:
         return "<p>no data</p>"
-    totals = [sum(v[i] for v in series.values()) for i in range(n)]
-    ticks = nice_ticks(max(totals))
+    ticks = nice_ticks(max(sum(v[i] for v in series.values()) for i in range(n)))
     bw = (WIDTH - LEFT - RIGHT) / n
-    legend_y = TOP + PLOT_H + 44
-    parts = [_open(name, f"{name} ({unit})", int(legend_y + LEGEND_ROW * len(series))), _y_axis(ticks, unit)]
+    parts = [_time_frame(name, ticks, unit, len(series))]
     for i in range(n):
         y = float(TOP + PLOT_H)
         for j, (label, vals) in enumerate(series.items()):
@@ -169,7 +175,7 @@ def stacked_columns(
                 f'height="{h:.2f}" fill="{_color(j)}"><title>{escape(label or "(none)")}: '
                 f"{num(vals[i])} {escape(unit)}</title></rect>"
             )
-    parts += [_x_time_axis(start, end), _legend(list(series), legend_y), "</svg>"]
+    parts += [_x_time_axis(start, end), _legend(list(series), LEGEND_Y), "</svg>"]
     return "".join(parts)
 
 
