@@ -111,3 +111,15 @@ def test_lost_work_is_priced_from_the_status_history() -> None:
         "80",
         "110.000",
     )
+
+
+def test_before_a_steady_window_this_windows_cost_per_step_without_compile_stands_in() -> None:
+    compiling = JobCost(
+        "ns", "j", usd=Decimal(5), compile_usd=Decimal(1), steps=100, executed_steps=100, step_mark=100
+    )
+    c = accumulate(None, compiling, now=NOW, training={"maxSteps": 1000})
+    assert c["steadyUSDPerStep"] == ""  # nothing to keep: the window was not steady
+    assert c["projectedUSD"] == "41.000000000"  # 5 + 900 x (5 - 1) / 100
+    assert "(latest window, compile excluded, not steady)" in c["projectedBasis"]
+    all_compile = JobCost("ns", "j", usd=Decimal(5), compile_usd=Decimal(5), steps=1, executed_steps=1, step_mark=1)
+    assert "(mean so far" in accumulate(None, all_compile, now=NOW, training={"maxSteps": 10})["projectedBasis"]

@@ -3,8 +3,9 @@
 The cost per step is the latest steady window's: the cost of the time the job's
 step counters span in that window divided by the steps it executed, i.e. its
 current burn rate times its measured step time, free of compile, restarts and
-stalls. Before the first steady window the mean cost per step so far stands in
-(compile and start-up included, so it projects high) and the basis says so.
+stalls. Before the first steady window, this window's cost per step stands in
+(compile time excluded, but not start-up, stalls or restarts), else the mean cost
+per step so far (everything included, so it projects high); the basis says which.
 
 Remaining steps: ``spec.training.maxSteps`` minus the job's step; for
 ``maxTokens``, the steps the remaining tokens need at the measured tokens per
@@ -21,9 +22,14 @@ from typing import Literal
 
 from statictrain.money import format_usd, to_decimal
 
-__all__ = ["PerStep", "Projection", "project", "remaining_steps"]
+__all__ = ["SOURCES", "PerStep", "Projection", "project", "remaining_steps"]
 
-PerStepKind = Literal["steady", "mean"]
+PerStepKind = Literal["steady", "window", "mean"]
+SOURCES: dict[PerStepKind, str] = {
+    "steady": "latest steady window",
+    "window": "latest window, compile excluded, not steady",
+    "mean": "mean so far incl. compile and start-up",
+}
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,7 @@ def project(
     if per_step is None:
         return Projection(None, f"{steps_left:.0f} steps left to {which}; no cost per step measured yet")
     total = usd + to_decimal(steps_left) * per_step.usd
-    src = "latest steady window" if per_step.kind == "steady" else "mean so far incl. compile and start-up"
-    basis = f"{steps_left:.0f} steps left to {which} x {format_usd(per_step.usd)} USD/step ({src})"
+    basis = f"{steps_left:.0f} steps left to {which} x {format_usd(per_step.usd)} USD/step ({SOURCES[per_step.kind]})"
     eta = steps_left * step_seconds if step_seconds else None
     if eta is not None:
         basis += f"; ETA {eta:.0f} s at {step_seconds:.3f} s/step"

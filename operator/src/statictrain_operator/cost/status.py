@@ -149,6 +149,8 @@ def _projection(
     if inc is not None and inc.steady and inc.executed_steps > 0:
         steady = inc.steady_usd / to_decimal(inc.executed_steps)
     per_step = PerStep(steady, "steady") if steady > 0 else None
+    if per_step is None and inc is not None and inc.executed_steps >= 1 and inc.usd > inc.compile_usd:
+        per_step = PerStep((inc.usd - inc.compile_usd) / to_decimal(inc.executed_steps), "window")
     if per_step is None and steps > 0 and usd > 0:
         per_step = PerStep(usd / steps, "mean")
     step_s = _dec(progress.get("stepSeconds"))

@@ -28,7 +28,7 @@ def _duration(seconds: float) -> str:
     for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
         if seconds >= size and seconds % size == 0:
             return f"{seconds / size:g} {unit}"
-    return f"{seconds:g} s"
+    return f"{seconds:.3g} s"
 
 
 def _job_lines(report: Report) -> dict[str, list[float]]:
