@@ -13,7 +13,7 @@ from typing import Any
 
 import kopf
 import prometheus_client
-from statictrain import labels
+from statictrain import labels, redact
 
 from . import essence, runtime, settings
 from .anomaly.settings import AnomalySettings
@@ -22,7 +22,7 @@ from .kube import endpoint, heartbeat
 from .kube.http import HttpKube
 from .progress.settings import ProgressSettings
 
-__all__ = ["PARTS", "kopf_settings", "load_parts", "main", "parse_args", "part_settings"]
+__all__ = ["PARTS", "configure_logging", "kopf_settings", "load_parts", "main", "parse_args", "part_settings"]
 
 log = logging.getLogger("statictrain.operator")
 
@@ -81,6 +81,18 @@ def kopf_settings(s: settings.Settings) -> kopf.OperatorSettings:
     return ks
 
 
+def configure_logging(*, verbose: bool) -> None:
+    """kopf's log handler on the root logger, redacting credentials and URL tokens from every line.
+
+    (kopf posts no log lines as events: settings.posting.loggers stays false.)
+    """
+    kopf.configure(verbose=verbose)
+    redact.install()
+    if not verbose:
+        # One "Handler ... succeeded" line per watch event is noise at scale (and costs CPU).
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="statictrain-operator",
@@ -123,10 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"statictrain-operator: no cluster to talk to ({type(e).__name__}: {e}); "
               "pass --kubeconfig or set KUBECONFIG", file=sys.stderr)
         return 2
-    kopf.configure(verbose=args.verbose)
-    if not args.verbose:
-        # One "Handler ... succeeded" line per watch event is noise at scale (and costs CPU).
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    configure_logging(verbose=args.verbose)
     kube = HttpKube(ep, connections=s.max_workers)
     rt = runtime.Runtime(
         settings=s,
