@@ -15,7 +15,7 @@ import kopf
 import prometheus_client
 from statictrain import labels, redact
 
-from . import essence, runtime, settings
+from . import backoff, essence, runtime, settings
 from .anomaly.settings import AnomalySettings
 from .cost.settings import CostSettings
 from .kube import endpoint, heartbeat
@@ -78,6 +78,8 @@ def kopf_settings(s: settings.Settings) -> kopf.OperatorSettings:
     ks.watching.label_selectors["v1", "services"] = managed
     ks.watching.label_selectors["coordination.k8s.io", "v1", "leases"] = f"{heartbeat.HEARTBEAT_LABEL}=true"
     ks.watching.server_timeout = 300
+    # API errors (an outage, 429, 5xx): retried without end, jittered, at most backoff_max_s apart.
+    ks.networking.error_backoffs = backoff.Retries(base_s=1.0, max_s=s.backoff_max_s)
     return ks
 
 

@@ -72,7 +72,11 @@ class Settings:
     sidecar_memory: str = "128Mi"
     """Memory request and limit of the sidecar container."""
     requeue_s: float = 2.0
-    """Seconds before a reconcile that waits (e.g. for old workers to go) runs again."""
+    """Seconds before a reconcile that waits (e.g. for old workers to go) runs again; also the first wait
+    after an API error."""
+    backoff_max_s: float = 30.0
+    """Longest wait before retrying after API errors in a row (each error doubles the wait, with jitter,
+    from requeue_s for a job, from 1 s for kopf's watches); retries never stop."""
     heartbeat_s: float = 10.0
     """Seconds between heartbeats through the watch; the liveness probe fails after 6 missed ones."""
     heartbeat_namespace: str = ""
@@ -96,6 +100,11 @@ def from_env(environ: Mapping[str, str]) -> Settings:
     if not 0 < settings.sidecar_metrics_port <= 65535:
         raise SettingsError(
             f"{ENV_PREFIX}SIDECAR_METRICS_PORT must be a port number (1-65535), got {settings.sidecar_metrics_port}"
+        )
+    if not settings.backoff_max_s >= max(settings.requeue_s, 1.0) or not settings.requeue_s > 0:
+        raise SettingsError(
+            f"{ENV_PREFIX}REQUEUE_S must be > 0 and {ENV_PREFIX}BACKOFF_MAX_S at least 1 and at least REQUEUE_S, "
+            f"got {settings.requeue_s} and {settings.backoff_max_s}"
         )
     if not 0 <= settings.own_metrics_port <= 65535:
         raise SettingsError(
