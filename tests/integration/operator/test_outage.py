@@ -20,6 +20,7 @@ import re
 import time
 import urllib.error
 import urllib.request
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +125,11 @@ def test_case4_operator_cut_off_a_minute_while_jobs_change_acts_on_the_final_sta
         proxy.stop()
 
 
+def running_with(kube: Kube, name: str, pods: int) -> bool:
+    phase = ((kube.get("stj", name) or {}).get("status") or {}).get("phase")
+    return phase == "Running" and len(owned(kube, "pods", name)) == pods
+
+
 def waits_of(logs: str, name: str) -> list[float]:
     """The waits the operator announced before retrying job `name` ("<ns>/<name>: ...; retrying in 1.2s")."""
     return [float(w) for w in re.findall(rf"/{re.escape(name)}: .*?; retrying in ([0-9.]+)s", logs)]
@@ -139,7 +145,11 @@ def test_case5_writes_refused_then_faults_on_a_share_of_requests_everything_done
         # 1. Every write refused: the operator sees the job and retries its creation, each wait longer.
         proxy.write_faults = {503: 1.0}
         kube.apply(stj("first", replicas=1, elastic={"minReplicas": 1, "maxReplicas": 3}, resources=GPU))
-        waits = wait_for(lambda: (w := waits_of(op.logs(), "first")) and len(w) >= 5 and w, "5 retries", timeout=120)
+        def five_retries() -> list[float] | None:
+            waits = waits_of(op.logs(), "first")
+            return waits if len(waits) >= 5 else None
+
+        waits = wait_for(five_retries, "5 retries", timeout=120)
         # each wait lies in the upper half of a doubling ceiling: two steps on it is always longer
         assert all(later > earlier for earlier, later in zip(waits[:6], waits[2:6], strict=False)), waits
         assert owned(kube, "jobs", "first") == []  # nothing got through
@@ -152,9 +162,7 @@ def test_case5_writes_refused_then_faults_on_a_share_of_requests_everything_done
         wait_for(lambda: owned(kube, "jobs", "first"), "the first job's children", timeout=180)
         kube.patch("stj", "first", {"spec": {"replicas": 3}})
         for name, pods in (("first", 3), ("second", 2), ("third", 1)):
-            wait_for(lambda n=name, p=pods: len(owned(kube, "pods", n)) == p, f"{pods} workers of {name}", timeout=240)
-            wait_for(lambda n=name: (kube.get("stj", n) or {}).get("status", {}).get("phase") == "Running",
-                     f"{name} Running", timeout=240)
+            wait_for(partial(running_with, kube, name, pods), f"{name} Running with {pods} workers", timeout=240)
         assert op.proc is not None and op.proc.poll() is None and op.starts == 1
         for name in ("first", "second", "third"):
             exactly_one_of_each_child(kube, name)
