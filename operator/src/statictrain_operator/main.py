@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import logging
 import os
 import socket
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -15,7 +17,7 @@ import kopf
 import prometheus_client
 from statictrain import labels, redact
 
-from . import backoff, essence, runtime, settings
+from . import backoff, essence, leader, runtime, settings
 from .anomaly.settings import AnomalySettings
 from .cost.settings import CostSettings
 from .kube import endpoint, heartbeat
@@ -147,6 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parts=parts,
     )
     load_parts(parts)
+    lost = threading.Event()
+    if s.leader_election:
+        rt.leader = leader.Elector(kube, s.heartbeat_namespace, leader.identity(rt.holder), s.leader_lease_s)
+        with leader.standby_probe(args.liveness):
+            asyncio.run(_lead(rt))
+        rt.started = rt.clock()  # the heartbeat's age counts from here, not from the wait
+        rt.leadership_lost = lost.set
     port = s.own_metrics_port if args.metrics_port is None else args.metrics_port
     if port:
         # The cost exporter and the anomaly metrics register into prometheus_client's default REGISTRY.
@@ -163,12 +172,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespaces=s.namespaces,
             liveness_endpoint=args.liveness or None,
             memo=kopf.Memo(runtime=rt),
+            stop_flag=lost,
         )
     finally:
         if server is not None:
             server.shutdown()
             server.server_close()
+    if lost.is_set():
+        print("statictrain-operator: another replica holds the leader Lease now; exiting", file=sys.stderr)
+        return 1
     return 0
+
+
+async def _lead(rt: runtime.Runtime) -> None:
+    """Wait as a standby until this replica leads; the Kube session is reopened on kopf's loop."""
+    try:
+        await rt.leader.acquire()
+    finally:
+        close = getattr(rt.kube, "close", None)
+        if close is not None:
+            await close()
 
 
 if __name__ == "__main__":

@@ -65,6 +65,10 @@ class Runtime:
     """The converger.Converger, built at startup once kopf's indexes exist."""
     index: JobIndex = field(default_factory=dict)
     """kopf's index of every StaticTrainingJob, set at startup."""
+    leader: Any = None
+    """The leader.Elector holding the leader Lease (leader election on), else None."""
+    leadership_lost: Callable[[], None] | None = None
+    """Called when another replica holds the leader Lease: stops the operator."""
 
     def renewed(self, ok: bool) -> None:
         """Record whether a heartbeat renewal reached the API server."""

@@ -87,6 +87,11 @@ class Settings:
     """Seconds between sweeps for finished jobs whose ttlSecondsAfterFinished has passed."""
     parts: tuple[str, ...] = ("progress", "cost", "anomaly")
     """Optional parts switched on (progress, cost, anomaly), comma-separated; each reads its own settings."""
+    leader_election: bool = False
+    """Run as one of several replicas: only the holder of the Lease statictrain-operator-leader in
+    heartbeat_namespace acts, the others wait (leader.py)."""
+    leader_lease_s: float = 15.0
+    """Seconds a leader Lease lasts without renewal before a standby takes over (renewed every third)."""
     max_workers: int = 32
     """Pooled connections to the API server (and kopf's threads for synchronous handlers)."""
 
@@ -106,6 +111,11 @@ def from_env(environ: Mapping[str, str]) -> Settings:
             f"{ENV_PREFIX}REQUEUE_S must be > 0 and {ENV_PREFIX}BACKOFF_MAX_S at least 1 and at least REQUEUE_S, "
             f"got {settings.requeue_s} and {settings.backoff_max_s}"
         )
+    if settings.leader_election and not settings.heartbeat_namespace:
+        raise SettingsError(f"{ENV_PREFIX}LEADER_ELECTION needs {ENV_PREFIX}HEARTBEAT_NAMESPACE (the operator's own "
+                            "namespace, where the leader Lease lives)")
+    if not settings.leader_lease_s >= 3:
+        raise SettingsError(f"{ENV_PREFIX}LEADER_LEASE_S must be at least 3, got {settings.leader_lease_s}")
     if not 0 <= settings.own_metrics_port <= 65535:
         raise SettingsError(
             f"{ENV_PREFIX}OWN_METRICS_PORT must be a port number (1-65535) or 0, got {settings.own_metrics_port}"
