@@ -77,10 +77,6 @@ seccompProfile:
 - apiGroups: [statictrain.io]
   resources: [statictrainingjobs/status]
   verbs: [get, patch]
-# Remediation: scale a job within its elastic bounds.
-- apiGroups: [statictrain.io]
-  resources: [statictrainingjobs/scale]
-  verbs: [get, patch]
 # Application: the worker Indexed Jobs (create, scale, suspend, replace).
 - apiGroups: [batch]
   resources: [jobs]
