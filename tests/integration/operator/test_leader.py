@@ -98,3 +98,15 @@ def test_two_replicas_one_acts_the_other_takes_over_when_it_dies_or_steps_down(
     wait_for(lambda: len(kube.list("pods", f"{labels.JOB}=three")) == 1, "three's worker")
     assert children_of(kube, "three") == ["jobs/three-worker", "services/three-worker"]
     assert json.dumps(holder(kube)).count(identity(a)) == 1
+
+
+def test_a_leader_that_finds_another_holder_stops_at_once(kube: Kube, make_operator: Any) -> None:
+    a = replica(make_operator, "a")
+    wait_for(lambda: leads(a), "a to lead")
+    # another replica took the Lease (as after a partition): a must stop acting and exit
+    kube.patch("lease", "statictrain-operator-leader", {"spec": {"holderIdentity": "someone-else"}})
+    assert a.proc is not None
+    code = wait_for(lambda: a.proc.poll() if a.proc is not None else None, "a to exit", timeout=60)
+    assert code == 1 and "another replica holds the leader Lease now; exiting" in a.logs(), a.logs()[-3000:]
+    a.proc = None
+    a.log.close()
