@@ -57,6 +57,10 @@ class Settings:
     checkpoint_volume_size: str = "10Gi"
     """Size of the checkpoint claim made per job whose spec names none; empty makes none (an
     emptyDir: checkpoints are lost with the pod, and replaced pods start from step 0)."""
+    profile_token: bool = False
+    """Mint a per-job Secret <job>-profile-token with a random token and mount it in the sidecar: its
+    /profile endpoints answer requests bearing that token (off: they refuse every request). Needs the
+    right to create Secrets in the watched namespaces."""
     checkpoint_storage_class: str = ""
     """StorageClass of the per-job checkpoint claims; empty uses the cluster's default class. Jobs
     with more than one pod need a class that offers ReadWriteMany (NFS, EFS, Filestore, CephFS)."""

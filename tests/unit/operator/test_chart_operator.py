@@ -1,8 +1,10 @@
-"""The chart's operator Deployment: leader election on by default; several replicas without it refused."""
+"""The chart's operator: leader election on by default, several replicas without it refused; secrets only created,
+and only with the profiling token on."""
 
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 
 import pytest
 import yaml
@@ -35,3 +37,20 @@ def test_several_replicas_without_leader_election_are_refused() -> None:
     out = template("operator.replicas=2", "operator.leaderElection=false")
     assert out.returncode != 0 and "operator.replicas > 1 needs operator.leaderElection: true" in out.stderr
     assert template("operator.leaderElection=false").returncode == 0  # one replica needs none
+
+
+def rules(*sets: str) -> list[dict[str, Any]]:
+    args = [str(HELM), "template", "st", str(CHART), "--namespace", "ops", "--kube-version", "1.34.4",
+            "--show-only", "templates/operator/rbac.yaml"]
+    for value in sets:
+        args += ["--set", value]
+    out = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    return [rule for doc in yaml.safe_load_all(out.stdout) if doc for rule in doc.get("rules") or []]
+
+
+def test_secrets_may_only_be_created_and_only_with_the_profiling_token_on() -> None:
+    assert not [r for r in rules() if "secrets" in r["resources"]]
+    for watch in ((), ("operator.watchNamespaces={a,b}",)):
+        on = [r for r in rules("workers.sidecar.profilingToken=true", *watch) if "secrets" in r["resources"]]
+        assert on and all(r["verbs"] == ["create"] and r["resources"] == ["secrets"] for r in on), on
