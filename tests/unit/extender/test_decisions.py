@@ -11,7 +11,7 @@ from statictrain_extender.policy import (
 )
 from statictrain_extender.scoring import Weights
 from statictrain_extender.state import ClusterState
-from statictrain_extender.throughput import DEFAULT_RELATIVE_THROUGHPUT
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT
 
 from .builders import node_obj, pod_obj
 

@@ -12,7 +12,7 @@ from statictrain_extender.kubewatch import event_body
 from statictrain_extender.policy import pod_view
 from statictrain_extender.scoring import Weights, cost_per_work, gang_cost_per_work
 from statictrain_extender.state import ClusterState
-from statictrain_extender.throughput import DEFAULT_RELATIVE_THROUGHPUT as D
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT as D
 
 from .builders import info, node_obj, pod_obj
 

@@ -2,7 +2,7 @@ import math
 
 import pytest
 from statictrain_extender.gpus import gpu_family
-from statictrain_extender.throughput import (
+from statictrain.throughput import (
     DEFAULT_RELATIVE_THROUGHPUT,
     INFERRED,
     MEASURED,
