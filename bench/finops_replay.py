@@ -43,6 +43,7 @@ import yaml
 from extender_throughput import start_extender, wait  # bench/ sibling module
 from kubernetes import client
 from statictrain.pricing import parse_catalog, shipped_catalog_text
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_extender.gpus import gpu_family
 from statictrain_extender.kubewatch import api_client
 from statictrain_extender.replay.arms import Arm, scheduler_config, standard_arms
@@ -60,7 +61,6 @@ from statictrain_extender.replay.workload import (
 )
 from statictrain_extender.replay.workreport import NodeFacts, Placement, arm_figures, quantile, reprice
 from statictrain_extender.scoring import Weights
-from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,7 +1,6 @@
 import math
 
 import pytest
-from statictrain_extender.gpus import gpu_family
 from statictrain.throughput import (
     DEFAULT_RELATIVE_THROUGHPUT,
     INFERRED,
@@ -10,6 +9,7 @@ from statictrain.throughput import (
     job_throughput,
     parse_table,
 )
+from statictrain_extender.gpus import gpu_family
 
 D = DEFAULT_RELATIVE_THROUGHPUT
 
