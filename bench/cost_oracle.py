@@ -488,13 +488,32 @@ class OperatorProcess:
         self._close_kube()
 
 
+def wait_for_no_worker_pods(sc: Scenario, timeout_s: float = 180.0) -> None:
+    """The oracle must know every pod on the nodes (node idle = node - pods): wait while other worker pods are
+    going away (deleted, or in a terminating namespace, e.g. an earlier test's); refuse any that stay."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pods = sc.get("pods", "-A", "-l", labels.JOB)["items"]
+        if not pods:
+            return
+        namespaces = sc.get("namespaces")["items"]
+        terminating = {n["metadata"]["name"] for n in namespaces if n["status"].get("phase") == "Terminating"}
+        staying = [
+            p
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp") and p["metadata"]["namespace"] not in terminating
+        ]
+        if staying or time.monotonic() > deadline:
+            names = ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in (staying or pods)[:5])
+            raise SystemExit(f"{len(pods)} statictrain worker pods already in the cluster ({names}); use a fresh one")
+        time.sleep(1.0)
+
+
 def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     sc = Scenario(cluster, workdir)
     rid = sc.run_id
     ns_a, ns_b = f"oracle-a-{rid}", f"oracle-b-{rid}"
-    leftovers = sc.get("pods", "-A", "-l", labels.JOB)["items"]
-    if leftovers:
-        raise SystemExit(f"{len(leftovers)} statictrain worker pods already in the cluster; use a fresh one")
+    wait_for_no_worker_pods(sc)
     sc.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     sc.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}")
     for ns in (ns_a, ns_b):

@@ -280,6 +280,9 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
         uid = pod["metadata"]["uid"]
         util.labels("budgeted", namespace, commit, "t", "budgeted-worker-0", uid, "0").set(0.0)
         eventually(scraped(cluster, "statictrain_gpu_utilization_ratio", uid), what="utilization scraped")
+        # a run accounts [previous end, now) on whole seconds: the first one must end after the pod's start
+        started = datetime.fromisoformat(pod["status"]["startTime"].replace("Z", "+00:00")).timestamp()
+        eventually(lambda: time.time() >= started + 1.0, what="one whole second after the pod's start")
         rt.tick()  # also prices the nodes
         node = kget(cluster, "node", pod["spec"]["nodeName"])
         rate = one_gpu_hourly(node)  # p5.48xlarge on-demand, 98.32 $/h: ~4.18 $/h, not 98.32 / 8 = 12.29
