@@ -10,8 +10,10 @@ on-demand ResourceFlavors, and a LocalQueue "q". What Kueue decided is read from
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -191,3 +193,32 @@ def test_preempted_by_a_higher_priority_job_then_admitted_again(
         assert status(kube, "batch").get("phase") != "Failed"
     finally:
         kube.cluster.kubectl("delete", "workloadpriorityclass", low, high, "--wait=false", check=False)
+
+
+def test_flavor_advice_on_a_recorded_workload_reorders_the_cluster_queue(
+    kube: Kube, queue: Any, tmp_path: Any
+) -> None:
+    """The recorded workload ran on L4 (spot only here) at 100 tokens/s per GPU and on A10G (on-demand only)
+    at 1000; recorded prices 0.36 $/GPU-hour for L4 and 1.8 for A10G. By hand: spot 0.36 / (100 x 3600)
+    x 10^6 = 1.0 $/Mtoken, on-demand 1.8 / (1000 x 3600) x 10^6 = 0.5 $/Mtoken: on-demand goes first."""
+    cq = queue(spot_gpus=GPUS, on_demand_gpus=GPUS)
+    nodes = json.loads(kube.cluster.kubectl("get", "nodes", "-o", "json").stdout)
+    prices = {"NVIDIA-L4": "0.36", "NVIDIA-A10G": "1.8", "NVIDIA-H100-80GB-HBM3": "5", "NVIDIA-A100-SXM4-40GB": "3"}
+    for n in nodes["items"]:
+        product = n["metadata"].get("labels", {}).get(labels.GPU_PRODUCT)
+        if product:
+            n["metadata"].setdefault("annotations", {})[labels.GPU_HOURLY_COST] = prices[product]
+    (tmp_path / "nodes.json").write_text(json.dumps(nodes))
+    (tmp_path / "tps.yaml").write_text("NVIDIA-L4: 100\nNVIDIA-A10G: 1000\n")
+    exe = Path(sys.executable).parent / "statictrain"
+    proc = subprocess.run(
+        [str(exe), "advise", "flavors", "--cluster-queue", cq, "--kubeconfig", str(kube.cluster.kubeconfig),
+         "--nodes", str(tmp_path / "nodes.json"), "--throughput", str(tmp_path / "tps.yaml"), "--apply"],
+        capture_output=True, text=True, check=False, env=kube.cluster.env)
+    assert proc.returncode == 0, proc.stderr
+    rows = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()
+            if line.startswith(("spot ", "on-demand "))}
+    assert rows == {"on-demand": "0.5000", "spot": "1.0000"}, proc.stdout
+    assert "order advised:  on-demand, spot" in proc.stdout
+    live = json.loads(kube.cluster.kubectl("get", "clusterqueue", cq, "-o", "json").stdout)
+    assert [f["name"] for f in live["spec"]["resourceGroups"][0]["flavors"]] == ["on-demand", "spot"]
