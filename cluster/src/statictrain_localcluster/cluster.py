@@ -293,14 +293,20 @@ class LocalCluster:
             kueue.install(self.kubectl, kueue_bin / "config", root, st.kueue_webhook_port)
             proc = kueue.start(kueue_bin, root, self.kubeconfig, webhook_port=st.kueue_webhook_port,
                                health_port=st.kueue_health_port, log=self.root / "kueue.log")
-            self._children.append(proc)
+        except kueue.KueueError as e:
+            raise ClusterError(str(e)) from None
+        self._children.append(proc)
+        try:
             kueue.wait_ready(proc, st.kueue_health_port, st.kueue_webhook_port, timeout_s, self.root / "kueue.log")
             queues = queues or REPO_FILES / "deploy/local-cluster/kueue-queues.yaml"
             # The webhooks answer once the manager has injected its CA: retry until the apply passes them.
             self._wait(lambda: self.kubectl("apply", "--server-side", "-f", str(queues), check=False).returncode == 0,
                        timeout_s, f"Kueue to accept {queues.name}")
-        except kueue.KueueError as e:
-            raise ClusterError(str(e)) from None
+        except (kueue.KueueError, ClusterError) as e:
+            procs.stop_process(proc, grace_s=10)
+            st.kueue_health_port = 0
+            self._save()
+            raise ClusterError(f"{e}; Kueue's log: {self.root / 'kueue.log'}") from None
 
     # ---- the real node ---------------------------------------------------------
     def _start_real_node(self, timeout_s: float, log: Any) -> None:

@@ -127,6 +127,8 @@ def make_certs(folder: Path) -> dict[str, bytes]:
                                         "extendedKeyUsage=serverAuth\nkeyUsage=critical,digitalSignature,keyEncipherment\n")
         openssl("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                 "-days", "3650", "-out", "tls.crt", "-extfile", "ext.cnf")
+        for key in ("ca.key", "tls.key"):  # cert-controller reads PKCS#1 ("RSA PRIVATE KEY") keys only
+            openssl("rsa", "-in", key, "-out", key, "-traditional")
     except FileNotFoundError:
         raise KueueError("openssl is needed for Kueue's webhook certificate: apt-get install -y openssl") from None
     return {name: (folder / name).read_bytes() for name in ("ca.crt", "ca.key", "tls.crt", "tls.key")}
@@ -139,9 +141,14 @@ def seed_secret(certs: dict[str, bytes]) -> dict[str, Any]:
 
 
 def install(kubectl: Callable[..., Any], config_dir: Path, root: Path, webhook_port: int) -> None:
-    """Namespace, seeded Secret, CRDs (Established) and webhook configurations."""
+    """Namespace, seeded Secret, CRDs (Established) and webhook configurations; the serving certificate
+    in ``root/certs`` too (in a cluster the Secret is mounted there; cert-controller waits for the files)."""
     ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
-    objs = [ns, seed_secret(make_certs(root / "pki")), *crds(config_dir / "crd", webhook_port),
+    certs = make_certs(root / "pki")
+    (root / "certs").mkdir(parents=True, exist_ok=True)
+    for name, data in certs.items():
+        (root / "certs" / name).write_bytes(data)
+    objs = [ns, seed_secret(certs), *crds(config_dir / "crd", webhook_port),
             *webhook_configurations((config_dir / "webhook" / "manifests.yaml").read_text(), webhook_port)]
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(objs))
     kubectl("wait", "--for=condition=Established", "--timeout=60s",
