@@ -7,7 +7,9 @@ writes it through the kube layer, and patches status when it changed. Running
 it twice, or after a crash at any point, does the right thing: creating what
 exists is a 409 (then it reads the API and plans again), nothing is adopted.
 
-Calls for one job are serialized by a per-job lock; every API call is awaited
+API errors are retried after a jittered wait that doubles with every failure in a
+row, up to settings.backoff_max_s (backoff.py); events and the resync still converge
+at once. Calls for one job are serialized by a per-job lock; every API call is awaited
 on kopf's loop through the Kube port. Objects created here are remembered
 until the watch brings them into the index, so a quick second event does not
 try to create them again. Status is written with server-side apply as the
@@ -22,7 +24,7 @@ from typing import Any
 
 from statictrain import api, labels
 
-from . import children, queueing, reconcile, status, writer
+from . import backoff, children, queueing, reconcile, status, writer
 from .kube import events, port
 from .runtime import Runtime
 
@@ -64,32 +66,37 @@ class Converger:
         """Jobs whose Kueue label was ignored (Kueue absent) and the warning event sent."""
         self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
         self.status = writer.StatusWriter(rt.kube, writer.CONVERGER)
+        self.backoff = backoff.Backoff(rt.settings.requeue_s, rt.settings.backoff_max_s)
 
     async def converge(self, key: Key) -> None:
         lock = self.locks.setdefault(key, asyncio.Lock())
+        delay = None
         async with lock:
             try:
                 wait = await self._converge(key)
-            except Exception as e:  # API trouble: log it and look again soon (level-based, nothing lost)
-                self.logger.warning(f"{key[0]}/{key[1]}: {type(e).__name__}: {e}; retrying")
+                self.backoff.succeeded(key)
+            except Exception as e:  # API trouble: log it and look again later (level-based, nothing lost)
+                delay = self.backoff.failed(key)
+                self.logger.warning(f"{key[0]}/{key[1]}: {type(e).__name__}: {e}; retrying in {delay:.1f}s")
                 wait = str(e)
         if wait:
-            self.later(key)
+            self.later(key, delay)
         elif self.trainingjob(key) is None:
             self.locks.pop(key, None)
+            self.backoff.succeeded(key)
             self.recent.pop(key, None)
             gone = self.desired.pop(key, None)
             if gone is not None:
                 self.status.last.pop(gone[0][0], None)
 
-    def later(self, key: Key) -> None:
-        """Converge `key` again after settings.requeue_s (once, however often asked)."""
+    def later(self, key: Key, delay: float | None = None) -> None:
+        """Converge `key` again after `delay` (default settings.requeue_s), once however often asked."""
         if key in self.scheduled:
             return
         self.scheduled.add(key)
 
         async def again() -> None:
-            await asyncio.sleep(self.rt.settings.requeue_s)
+            await asyncio.sleep(self.rt.settings.requeue_s if delay is None else delay)
             self.scheduled.discard(key)
             await self.converge(key)
 

@@ -30,6 +30,7 @@ __all__ = [
     "NODES",
     "PODS",
     "PVCS",
+    "SECRETS",
     "SERVICES",
     "STJ",
     "WORKLOADS",
@@ -73,6 +74,7 @@ JOBS = Resource("batch", "v1", "jobs", "Job")
 SERVICES = Resource("", "v1", "services", "Service")
 PODS = Resource("", "v1", "pods", "Pod")
 PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
@@ -81,7 +83,7 @@ LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 
-_BY_KIND = {r.kind: r for r in (STJ, JOBS, SERVICES, PODS, PVCS, CONFIGMAPS, EVENTS, NODES, LEASES)}
+_BY_KIND = {r.kind: r for r in (STJ, JOBS, SERVICES, PODS, PVCS, SECRETS, CONFIGMAPS, EVENTS, NODES, LEASES)}
 
 
 def by_kind(kind: str) -> Resource:
