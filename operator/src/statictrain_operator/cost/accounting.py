@@ -320,7 +320,8 @@ class Accountant:
             with contextlib.suppress(ValueError):
                 budget_f = float(parse_usd(str(limit)))
         per_1m = float(new_cost["usdPer1MTokens"]) if new_cost.get("usdPer1MTokens") else None
-        self.metrics.set_job_gauges(labels_v, usd_per_1m=per_1m, budget=budget_f)
+        projected = float(new_cost["projectedUSD"]) if new_cost.get("projectedUSD") else None
+        self.metrics.set_job_gauges(labels_v, usd_per_1m=per_1m, budget=budget_f, projected=projected)
         self._budget(job, parse_usd(new_cost["usd"]) if new_cost.get("usd") else ZERO, now, result, key)
         self._warn(job, new_cost, key)
 
