@@ -13,11 +13,15 @@ cost lever. Here each flavor gets a figure, $ per million training tokens, from
   $/Mtoken of a node = GPU $/hour / (tokens/s per GPU x 3600) x 10^6,
 
 and the flavor's figure is the GPU-weighted mean over its nodes whose family has
-a measured throughput: it assumes a job admitted on a flavor lands on the
+a throughput figure. A family the workload never ran on gets one inferred from
+statictrain.throughput's table (relative training throughput per family), scaled
+by the measured families (``with_table``); without a measured family the table
+knows, nothing is inferred. It assumes a job admitted on a flavor lands on the
 flavor's nodes in proportion to their GPUs (the scheduler, not Kueue, picks the
-node). Flavors without any measured node keep their relative order after the
-measured ones. What this cannot know: throughput on a GPU family the workload
-never ran on, how much of the flavor's quota is free when a job arrives,
+node). Flavors without any node with a figure keep their relative order after
+the others. What this cannot know: the real throughput on a GPU family the
+workload never ran on (the table's ratios are vendor peaks or other models'
+measurements), how much of the flavor's quota is free when a job arrives,
 interruptions of spot capacity (the work lost since the last checkpoint), and
 workloads that differ from the observed mix.
 """
@@ -29,11 +33,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from statictrain import gpus
+from statictrain import gpus, throughput
 
 from statictrain_operator.estimate import Offer
 
-__all__ = ["FlavorCost", "cost_per_mtoken", "flavor_costs", "order", "reorder_patch", "throughput_by_family"]
+__all__ = [
+    "FlavorCost", "cost_per_mtoken", "flavor_costs", "order", "reorder_patch", "throughput_by_family", "with_table",
+]
 
 MILLION = Decimal(1_000_000)
 
@@ -42,12 +48,13 @@ MILLION = Decimal(1_000_000)
 class FlavorCost:
     name: str
     usd_per_mtoken: Decimal | None
-    """GPU-weighted mean over the flavor's nodes with measured throughput; None: none measured."""
+    """GPU-weighted mean over the flavor's nodes with a throughput figure; None: none has one."""
     gpus: int
     """GPUs on the nodes the flavor selects."""
     measured_gpus: int
+    """Of which on a family with a throughput figure (measured or inferred)."""
     families: tuple[str, ...]
-    """GPU families of its nodes; unmeasured ones end in '?'."""
+    """GPU families of its nodes; inferred ones end in '~', those without a figure in '?'."""
 
 
 def throughput_by_family(table: Mapping[str, Any]) -> dict[str, float]:
@@ -67,6 +74,21 @@ def throughput_by_family(table: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+def with_table(measured: Mapping[str, float]) -> tuple[dict[str, float], frozenset[str]]:
+    """Measured tokens/s per GPU by family plus, for the table's other families, figures inferred from
+    statictrain.throughput (the table's ratios in the units of the measured families); and which are
+    inferred. Nothing is inferred when no measured family is in the table."""
+    if not measured:
+        return {}, frozenset()
+    job = throughput.job_throughput({f: 1.0 / tps for f, tps in measured.items()})
+    ref = next(iter(measured))
+    scale = measured[ref] / job.relative[ref]
+    out = dict(measured)
+    inferred = {f for f in job.relative if job.source(f) == throughput.INFERRED and f not in measured}
+    out.update({f: job.relative[f] * scale for f in inferred})
+    return out, frozenset(inferred)
+
+
 def cost_per_mtoken(gpu_hourly_usd: Decimal, tokens_per_s_per_gpu: float) -> Decimal:
     return gpu_hourly_usd / (Decimal(repr(tokens_per_s_per_gpu)) * 3600) * MILLION
 
@@ -79,9 +101,11 @@ def _selects(flavor: Mapping[str, Any], node_labels: Mapping[str, str]) -> bool:
 def flavor_costs(
     flavors: Sequence[Mapping[str, Any]],
     offers: Sequence[tuple[Offer, Mapping[str, str]]],
-    throughput: Mapping[str, float],
+    tokens_per_s: Mapping[str, float],
+    inferred: frozenset[str] = frozenset(),
 ) -> list[FlavorCost]:
-    """A figure per ResourceFlavor; ``offers``: each GPU node's offer with the node's labels."""
+    """A figure per ResourceFlavor; ``offers``: each GPU node's offer with the node's labels;
+    ``tokens_per_s``: per GPU by family, ``inferred`` naming the families whose figure is not measured."""
     out = []
     for flavor in flavors:
         weighted, measured, total = Decimal(0), 0, 0
@@ -90,13 +114,13 @@ def flavor_costs(
             if not _selects(flavor, node_labels):
                 continue
             total += offer.gpus_per_node
-            tps = throughput.get(offer.family)
+            tps = tokens_per_s.get(offer.family)
             families[offer.family] = families.get(offer.family, False) or tps is not None
             if tps is not None:
                 weighted += cost_per_mtoken(offer.gpu_hourly_usd, tps) * offer.gpus_per_node
                 measured += offer.gpus_per_node
         figure = weighted / measured if measured else None
-        names = tuple(f if ok else f"{f}?" for f, ok in sorted(families.items()))
+        names = tuple((f + "~" if f in inferred else f) if ok else f"{f}?" for f, ok in sorted(families.items()))
         out.append(FlavorCost(flavor["metadata"]["name"], figure, total, measured, names))
     return out
 

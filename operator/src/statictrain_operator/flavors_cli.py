@@ -49,6 +49,8 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--kubeconfig", help="kubeconfig file (default KUBECONFIG)")
     p.add_argument("--throughput", help="recorded tokens/s per GPU by GPU model (YAML or JSON map) instead of "
                                         "Prometheus")
+    p.add_argument("--no-table", action="store_true",
+                   help="measured families only: infer none from statictrain's relative throughput table")
     p.add_argument("--nodes", help="nodes from this file (kubectl get nodes -o json) instead of the cluster")
     p.add_argument("--history", type=_duration, help="how far back Prometheus is read (default 7d)")
     add_prometheus_url(p)
@@ -70,7 +72,7 @@ def _load(path: str) -> Any:
 
 
 def _render(cq: str, costs: list[flavors.FlavorCost], before: list[str], after: list[str], source: str) -> str:
-    rows = [["FLAVOR", "$/MTOKEN", "GPUS", "MEASURED GPUS", "GPU FAMILIES"]]
+    rows = [["FLAVOR", "$/MTOKEN", "GPUS", "GPUS WITH A FIGURE", "GPU FAMILIES"]]
     by_name = {c.name: c for c in costs}
     for name in after:
         c = by_name[name]
@@ -81,8 +83,8 @@ def _render(cq: str, costs: list[flavors.FlavorCost], before: list[str], after: 
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
     lines.append(f"order now:      {', '.join(before)}")
     lines.append(f"order advised:  {', '.join(after)}")
-    lines.append("note: a flavor's figure is the GPU-weighted mean over its nodes whose GPU family has a measured "
-                 "throughput ('?': not measured); unmeasured flavors keep their order at the end")
+    lines.append("note: a flavor's figure is the GPU-weighted mean over its nodes whose GPU family has a throughput "
+                 "figure ('~': inferred from the table, '?': none); flavors without one keep their order at the end")
     lines.append("note: not known here: free quota when a job arrives, spot interruptions and the work they lose, "
                  "throughput of a workload unlike the observed one")
     return "\n".join(lines) + "\n"
@@ -130,7 +132,12 @@ def run_flavors(
     except (ValueError, OSError, CommandError, KeyError, PrometheusUnavailableError, PrometheusQueryError) as e:
         print(f"error: {e}", file=err)
         return 2
-    costs = flavors.flavor_costs(flavor_objs, priced, throughput)
+    inferred: frozenset[str] = frozenset()
+    if not args.no_table:
+        throughput, inferred = flavors.with_table(throughput)
+        if inferred:
+            source += "; families never measured inferred from the relative throughput table (~)"
+    costs = flavors.flavor_costs(flavor_objs, priced, throughput, inferred)
     ranking = flavors.order(costs)
     patch = flavors.reorder_patch(cq, ranking)
     out.write(_render(args.cluster_queue, costs, list(dict.fromkeys(flavor_names)), ranking, source))

@@ -125,3 +125,15 @@ def test_cli_bad_table_exits_2(tmp_path: Path) -> None:
     err = io.StringIO()
     assert run_flavors(args, stdout=io.StringIO(), stderr=err, kubectl=recorded_kubectl([])) == 2
     assert "expected a map" in err.getvalue()
+
+
+def test_unmeasured_families_are_inferred_from_the_table_in_measured_units() -> None:
+    # data/throughput.csv: H100 3.17, A100 1.0, L4 0.39 (relative to A100). Measured: H100 at 1000 tokens/s/GPU.
+    tps, inferred = flavors.with_table({"H100": 1000.0})
+    assert tps["H100"] == 1000.0 and "H100" not in inferred
+    assert tps["A100"] == pytest.approx(1000.0 / 3.17) and tps["L4"] == pytest.approx(1000.0 * 0.39 / 3.17)
+    assert {"A100", "L4"} <= inferred
+    costs = flavors.flavor_costs([SPOT], [node_offer("L4", "0.36", 2, "spot")], tps, inferred)
+    assert costs[0].families == ("L4~",) and costs[0].measured_gpus == 2
+    # a measured family the table does not know: nothing to scale by, nothing inferred
+    assert flavors.with_table({"Unknown-X": 5.0}) == ({"Unknown-X": 5.0}, frozenset())
