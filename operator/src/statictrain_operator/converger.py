@@ -22,10 +22,10 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from statictrain import api
+from statictrain import api, labels
 
-from . import backoff, children, reconcile, status, writer
-from .kube import port
+from . import backoff, children, queueing, reconcile, status, writer
+from .kube import events, port
 from .runtime import Runtime
 
 __all__ = ["Converger", "Key", "Lookup", "job_after", "owner_of"]
@@ -62,6 +62,8 @@ class Converger:
         self.locks: dict[Key, asyncio.Lock] = {}
         self.recent: dict[Key, dict[str, Mapping[str, Any]]] = {}
         self.scheduled: set[Key] = set()
+        self.warned: set[Key] = set()
+        """Jobs whose Kueue label was ignored (Kueue absent) and the warning event sent."""
         self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
         self.status = writer.StatusWriter(rt.kube, writer.CONVERGER)
         self.backoff = backoff.Backoff(rt.settings.requeue_s, rt.settings.backoff_max_s)
@@ -101,13 +103,17 @@ class Converger:
         self.rt.tasks.append(asyncio.get_running_loop().create_task(again()))
         self.rt.tasks[:] = [t for t in self.rt.tasks if not t.done()]
 
-    def _desired(self, key: Key, view: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Desired children, rebuilt only when the job's uid, generation or labels change."""
+    def _desired(
+        self, key: Key, view: Mapping[str, Any], queued: bool
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Desired children, rebuilt only when the job's uid, generation or labels change (or Kueue comes)."""
         meta = view["metadata"]
-        signature = (meta["uid"], meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())))
+        signature = (meta["uid"], meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())), queued)
         cached = self.desired.get(key)
         if cached is None or cached[0] != signature:
-            cached = (signature, reconcile.desired_children(owner_of(view), self.rt.settings))
+            owner = owner_of(view)
+            queue_labels = queueing.job_labels(owner) if queued else None
+            cached = (signature, reconcile.desired_children(owner, self.rt.settings, queue_labels))
             self.desired[key] = cached
         return cached[1]
 
@@ -127,11 +133,15 @@ class Converger:
         job = self._observed(key, "Job", self.worker_job(key))
         current: api.Status = view.get("status") or {}
         finished = current.get("phase") in api.FINISHED_PHASES
-        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=self._desired(key, view))
+        queue_name = queueing.queue_name(owner)
+        seen = await self._queue(owner, queue_name, job) if queue_name and not finished else None
+        queued = seen is not None and seen.kueue
+        desired = self._desired(key, view, queued)
+        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=desired)
         if plan.create:  # create the missing children concurrently, then do the rest of the plan
             made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
             if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
-                plan, job = await self._replan(key, owner, finished=finished)
+                plan, job = await self._replan(key, owner, finished=finished, desired=desired)
         if plan.job_patch or plan.delete_job:
             await self._apply(key, owner, plan)
         new = status.compute(
@@ -141,11 +151,48 @@ class Converger:
             job=job_after(plan, job),
             current=current,
             now=self.rt.clock(),
+            **self._queue_status(queue_name, seen),
         )
         if new:
             fields = {k: v for k, v in new.items() if k != "conditions"}
             await self.status.write(view, fields, new.get("conditions") or [], now=self.rt.clock())
+        if queued and seen is not None and seen.workload is None and job is not None:
+            return "waiting for Kueue's Workload of the worker Job"
         return plan.wait
+
+    async def _queue(self, owner: children.Owner, name: str, job: Mapping[str, Any] | None) -> queueing.Observed:
+        """Read the LocalQueue and Kueue's Workload of the worker Job; Kueue absent: warn once."""
+        kube = self.rt.kube
+        try:
+            local_queues = await kube.list(port.LOCALQUEUES, owner.namespace)
+        except port.ApiError as e:
+            if e.status != 404:
+                raise
+            key = (owner.namespace, owner.name)
+            if key not in self.warned:
+                self.warned.add(key)
+                message = (f"label {labels.KUEUE_QUEUE}={name} ignored: Kueue is not installed in this cluster "
+                           "(no kueue.x-k8s.io API); the job runs without queueing")
+                self.logger.warning(f"{owner.namespace}/{owner.name}: {message}")
+                await kube.create(port.EVENTS, events.about_job(
+                    {"metadata": {"name": owner.name, "namespace": owner.namespace, "uid": owner.uid}},
+                    reason="KueueAbsent", message=message, event_type="Warning", component="statictrain-operator",
+                    now=self.rt.clock()))
+            return queueing.Observed(kueue=False)
+        local_queue = next((q for q in local_queues if q["metadata"]["name"] == name), None)
+        workload = None
+        uid = (job or {}).get("metadata", {}).get("uid")
+        if uid:
+            found = await kube.list(port.WORKLOADS, owner.namespace, label_selector=f"{labels.KUEUE_JOB_UID}={uid}")
+            workload = found[0] if found else None
+        return queueing.Observed(kueue=True, local_queue=local_queue, workload=workload)
+
+    @staticmethod
+    def _queue_status(name: str | None, seen: queueing.Observed | None) -> dict[str, Any]:
+        if name is None or seen is None or not seen.kueue:
+            return {}
+        q = queueing.status(name, seen)
+        return {"queue": q, "admitted": queueing.admitted_condition(q, seen)}
 
     async def _create(self, key: Key, obj: dict[str, Any]) -> bool:
         """Create one child; False when one of that name exists (the index is behind, or a leftover)."""
@@ -156,13 +203,15 @@ class Converger:
         self.logger.info(f"{meta['namespace']}/{key[1]}: created {obj['kind']} {meta['name']}")
         return True
 
-    async def _replan(self, key: Key, owner: children.Owner, *, finished: bool) -> tuple[reconcile.Plan, Any]:
+    async def _replan(
+        self, key: Key, owner: children.Owner, *, finished: bool, desired: tuple[dict[str, Any], dict[str, Any]]
+    ) -> tuple[reconcile.Plan, Any]:
         """Read the children from the API, plan again and create what is still missing."""
         kube, name = self.rt.kube, children.worker_name(owner.name)
         svc, job = await asyncio.gather(
             kube.get(port.SERVICES, owner.namespace, name), kube.get(port.JOBS, owner.namespace, name)
         )
-        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
+        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=desired)
         for obj in plan.create:
             await self._create(key, obj)
         return plan, job

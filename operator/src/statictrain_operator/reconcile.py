@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from statictrain import api
+from statictrain import api, labels
 
 from . import children
 from .settings import Settings
@@ -50,9 +50,11 @@ def _finished(job: Mapping[str, Any]) -> bool:
     return False
 
 
-def desired_children(owner: children.Owner, settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(headless Service, worker Job) as they should be."""
-    return children.service(owner), children.worker_job(owner, settings)
+def desired_children(
+    owner: children.Owner, settings: Settings, queue_labels: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(headless Service, worker Job) as they should be; ``queue_labels`` put the Job in a Kueue queue."""
+    return children.service(owner), children.worker_job(owner, settings, queue_labels)
 
 
 def plan(
@@ -104,7 +106,9 @@ def plan(
     have = observed_job.get("spec") or {}
     want = desired_job["spec"]
     patch: dict[str, Any] = {}
-    if bool(have.get("suspend")) != want["suspend"]:
+    # A Job in a Kueue queue is suspended and resumed by Kueue only (queueing.py).
+    queued = labels.KUEUE_QUEUE in (observed_job["metadata"].get("labels") or {})
+    if bool(have.get("suspend")) != want["suspend"] and not queued:
         patch["suspend"] = want["suspend"]
     if have.get("parallelism") != want["parallelism"]:
         patch["parallelism"] = want["parallelism"]
