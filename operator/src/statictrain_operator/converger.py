@@ -8,7 +8,10 @@ it twice, or after a crash at any point, does the right thing: creating what
 exists is a 409 (then it reads the API and plans again), nothing is adopted.
 
 Calls for one job are serialized by a per-job lock; every API call is awaited
-on kopf's loop through the Kube port. Objects created here are remembered
+on kopf's loop through the Kube port. Children come first: the worker Job's
+create starts before its Service's (and its claim's), and status writes wait
+while any job's children are being created, so under a burst of new jobs
+the connection pool and the API server serve the creates before the status. Objects created here are remembered
 until the watch brings them into the index, so a quick second event does not
 try to create them again. Status is written with server-side apply as the
 converger's own field manager (writer.CONVERGER: phase and lifecycle conditions).
@@ -62,6 +65,10 @@ class Converger:
         self.scheduled: set[Key] = set()
         self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
         self.status = writer.StatusWriter(rt.kube, writer.CONVERGER)
+        self.creating = 0
+        """Jobs whose children are being created right now (status writes wait for none)."""
+        self.no_creates = asyncio.Event()
+        self.no_creates.set()
 
     async def converge(self, key: Key) -> None:
         lock = self.locks.setdefault(key, asyncio.Lock())
@@ -122,9 +129,16 @@ class Converger:
         finished = current.get("phase") in api.FINISHED_PHASES
         plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=self._desired(key, view))
         if plan.create:  # create the missing children concurrently, then do the rest of the plan
-            made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
-            if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
-                plan, job = await self._replan(key, owner, finished=finished)
+            self.creating += 1
+            self.no_creates.clear()
+            try:
+                made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
+                if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
+                    plan, job = await self._replan(key, owner, finished=finished)
+            finally:
+                self.creating -= 1
+                if not self.creating:
+                    self.no_creates.set()
         if plan.job_patch or plan.delete_job:
             await self._apply(key, owner, plan)
         new = status.compute(
@@ -136,6 +150,7 @@ class Converger:
             now=self.rt.clock(),
         )
         if new:
+            await self.no_creates.wait()  # other jobs' children first
             fields = {k: v for k, v in new.items() if k != "conditions"}
             await self.status.write(view, fields, new.get("conditions") or [], now=self.rt.clock())
         return plan.wait

@@ -31,7 +31,8 @@ class Blocking:
 class LoopThread:
     """An event loop in a daemon thread, for synchronous callers with no loop of their own (tools, tests).
 
-    ``with LoopThread() as call:`` gives a Blocking bound to it; the loop stops on exit.
+    ``with LoopThread() as call:`` gives a Blocking bound to it; on exit the loop finalizes its async
+    generators (what HttpKube left open is closed), then stops.
     """
 
     def __init__(self) -> None:
@@ -43,6 +44,7 @@ class LoopThread:
         return Blocking(self.loop)
 
     def __exit__(self, *_: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
