@@ -11,9 +11,9 @@ Calls for one job are serialized by a per-job lock; every API call is awaited
 on kopf's loop through the Kube port. Children come first: the worker Job's
 create starts before its Service's (and its claim's), and status writes wait
 while any job's children are being created, so under a burst of new jobs
-the connection pool and the API server serve the creates before the status. Objects created here are remembered
-until the watch brings them into the index, so a quick second event does not
-try to create them again. Status is written with server-side apply as the
+the connection pool and the API server serve the creates before the status.
+Objects created here are remembered until the watch brings them into the
+index, so a quick second event does not try to create them again. Status is written with server-side apply as the
 converger's own field manager (writer.CONVERGER: phase and lifecycle conditions).
 """
 
