@@ -13,15 +13,16 @@ create starts before its Service's (and its claim's), and status writes wait
 while any job's children are being created, so under a burst of new jobs
 the connection pool and the API server serve the creates before the status.
 Objects created here are remembered until the watch brings them into the
-index, so a quick second event does not try to create them again. Status is written with server-side apply as the
-converger's own field manager (writer.CONVERGER: phase and lifecycle conditions).
+index, so a quick second event does not try to create them again. Status is
+written with server-side apply as the converger's own field manager
+(writer.CONVERGER: phase and lifecycle conditions).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from statictrain import api
 
@@ -125,8 +126,7 @@ class Converger:
         owner = owner_of(view)
         svc = self._observed(key, "Service", self.service(key))
         job = self._observed(key, "Job", self.worker_job(key))
-        current: api.Status = view.get("status") or {}
-        finished = current.get("phase") in api.FINISHED_PHASES
+        finished = (view.get("status") or {}).get("phase") in api.FINISHED_PHASES
         plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=self._desired(key, view))
         if plan.create:  # create the missing children concurrently, then do the rest of the plan
             self.creating += 1
@@ -141,19 +141,32 @@ class Converger:
                     self.no_creates.set()
         if plan.job_patch or plan.delete_job:
             await self._apply(key, owner, plan)
-        new = status.compute(
-            owner.name,
-            owner.spec,
-            generation=view["metadata"].get("generation", 0),
+        new = self._status(view, plan, job)
+        if new and not self.no_creates.is_set():
+            await self.no_creates.wait()  # other jobs' children first; then status from the latest views
+            view, job = self.trainingjob(key), self.worker_job(key) or job
+            if view is None or view["metadata"].get("deletionTimestamp"):
+                return None
+            new = self._status(view, plan, job)
+        if new:
+            fields = {k: v for k, v in new.items() if k != "conditions"}
+            await self.status.write(view, fields, new.get("conditions") or [], now=self.rt.clock())
+        return plan.wait
+
+    def _status(
+        self, view: Mapping[str, Any], plan: reconcile.Plan, job: Mapping[str, Any] | None
+    ) -> api.Status:
+        """The job's status fields that change once ``plan`` is applied (empty: none)."""
+        meta = view["metadata"]
+        current = cast(api.Status, view.get("status") or {})
+        return status.compute(
+            meta["name"],
+            view["spec"],
+            generation=meta.get("generation", 0),
             job=job_after(plan, job),
             current=current,
             now=self.rt.clock(),
         )
-        if new:
-            await self.no_creates.wait()  # other jobs' children first
-            fields = {k: v for k, v in new.items() if k != "conditions"}
-            await self.status.write(view, fields, new.get("conditions") or [], now=self.rt.clock())
-        return plan.wait
 
     async def _create(self, key: Key, obj: dict[str, Any]) -> bool:
         """Create one child; False when one of that name exists (the index is behind, or a leftover)."""
