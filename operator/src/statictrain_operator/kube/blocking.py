@@ -1,9 +1,9 @@
-"""Calling the async Kube port from a worker thread (the cost and anomaly parts' CPU-bound passes).
+"""Calling the async Kube port from synchronous code that has no loop of its own (tools, tests).
 
-The port lives on kopf's event loop; a pass running in ``asyncio.to_thread``
-submits each call back to that loop and waits for it, so every API call still
-goes through the one session. This is the seam to remove once those passes
-are async themselves.
+The operator itself awaits every call on kopf's loop (its cost and anomaly
+passes too: their CPU-bound parts run in worker threads without the port).
+``LoopThread`` runs a loop in a thread and ``Blocking`` submits coroutines to
+it and waits for their results.
 """
 
 from __future__ import annotations
