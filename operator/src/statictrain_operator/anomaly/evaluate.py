@@ -47,6 +47,8 @@ from statictrain_operator.anomaly.remediation import (
 from statictrain_operator.anomaly.settings import AnomalySettings
 from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
+__all__ = ["CONDITION_TYPE", "MAX_ANOMALIES", "Evaluator", "JobApi", "Outcome", "current_settings"]
+
 log = logging.getLogger(__name__)
 
 CONDITION_TYPE = REMEDIATION

@@ -19,6 +19,8 @@ from statictrain_operator.anomaly.queries import namespace_cost_query
 from statictrain_operator.anomaly.settings import AnomalySettings
 from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
+__all__ = ["SERIES", "NamespaceEvaluator", "NamespaceEvents"]
+
 SERIES = "namespace_cost_usd_per_hour"
 
 

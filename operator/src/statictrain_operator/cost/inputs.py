@@ -26,6 +26,24 @@ from statictrain.quantities import parse_quantity
 from statictrain_operator.cost.annotator import node_facts
 from statictrain_operator.prom import Series
 
+__all__ = [
+    "CADVISOR_CPU",
+    "CADVISOR_MEMORY",
+    "COMPLETION_INDEX",
+    "COUNTERS",
+    "EPSILON_S",
+    "GIB",
+    "HELD",
+    "TERMINAL",
+    "build_usage",
+    "counters_missing_prev",
+    "node_info",
+    "parse_time",
+    "pod_info",
+    "prev_query",
+    "usage_queries",
+]
+
 TERMINAL = ("Succeeded", "Failed")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 GIB = 2.0**30

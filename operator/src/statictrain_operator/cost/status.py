@@ -18,6 +18,8 @@ from typing import Any
 from statictrain.cost import JobCost, JobTotals, fold_job
 from statictrain.money import ZERO, format_usd
 
+__all__ = ["FINE", "HOUR", "MILLION", "accumulate", "step_mark", "totals"]
+
 FINE = Decimal("0.000000001")
 HOUR = Decimal(3600)
 MILLION = Decimal(1_000_000)
