@@ -184,7 +184,9 @@ def start_operator(cluster: Any, ns: str, parts: str, port: int, pythonpath: str
     assert exe, "statictrain-operator is not installed next to this python"
     log = (pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"{ns}-operator.log").open("wb")
     op = subprocess.Popen(
-        [exe, "--kubeconfig", str(cluster.kubeconfig), "--liveness", f"http://127.0.0.1:{port}/healthz"],
+        # no /metrics of its own: two operators at once (and other work on the machine) would want one port
+        [exe, "--kubeconfig", str(cluster.kubeconfig), "--liveness", f"http://127.0.0.1:{port}/healthz"]
+        + ["--metrics-port", "0"],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
