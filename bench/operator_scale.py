@@ -183,10 +183,10 @@ def start_operator(cluster: Any, ns: str, parts: str, port: int, pythonpath: str
     exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
     assert exe, "statictrain-operator is not installed next to this python"
     log = (pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"{ns}-operator.log").open("wb")
+    liveness = f"http://127.0.0.1:{port}/healthz"
     op = subprocess.Popen(
         # no /metrics of its own: two operators at once (and other work on the machine) would want one port
-        [exe, "--kubeconfig", str(cluster.kubeconfig), "--liveness", f"http://127.0.0.1:{port}/healthz"]
-        + ["--metrics-port", "0"],
+        [exe, "--kubeconfig", str(cluster.kubeconfig), "--liveness", liveness, "--metrics-port", "0"],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
