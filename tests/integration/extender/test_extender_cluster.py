@@ -163,10 +163,12 @@ def test_gang_stays_on_fast_gpus_and_pods_get_an_estimate_event(
         pod["spec"]["containers"][0]["env"] = [{"name": "WORLD_SIZE", "value": str(size)}]
         return pod
 
-    create_pod(cluster, namespace, member("solo", "solo", 1))
-    assert wait_bound(cluster, namespace, "solo") == f"{group}-t4"
+    # g0 first: its binding proves the scheduler's cache holds the A100 node, so "solo" is scheduled
+    # with two feasible nodes (with one, kube-scheduler skips scoring and no extender scoring happens).
     create_pod(cluster, namespace, member("g0", "gang", 2, {"statictrain.io/gpu-models": "A100"}))
     assert wait_bound(cluster, namespace, "g0") == f"{group}-a100"
+    create_pod(cluster, namespace, member("solo", "solo", 1))
+    assert wait_bound(cluster, namespace, "solo") == f"{group}-t4"
     probe = member("probe", "gang", 2)
     probe["metadata"].update(namespace=namespace, uid="probe")
     names = [f"{group}-a100", f"{group}-t4"]
