@@ -420,7 +420,9 @@ def main(argv: list[str] | None = None) -> int:
                 },
                 "setup": "a fresh operator subprocess watching a fresh namespace per size, one size after the "
                 "other; 16 client threads create the jobs; kwok nodes only (no real node); the control plane, "
-                "kwok, Prometheus and the operator share the machine with other work",
+                "kwok, Prometheus and the operator share the machine with other work; together_<n>: this operator "
+                "and the baseline (main's, the venv's install) at the same time, each on its own namespace and half "
+                "of the jobs, created in turn",
                 "command": " ".join([pathlib.Path(sys.executable).name, *sys.argv]),
                 "machine": machine(),
                 "versions": versions,
