@@ -25,7 +25,7 @@ setup: $(STAMP) system-deps ## Everything a fresh machine needs (venv, Debian pa
 # Prometheus; the real node's runtime (containerd, runc, CNI plugins, iproute2), image
 # builder (buildah, debootstrap for the offline base image), sandbox image (busybox-static)
 # and nft (probes whether the kernel can run the NetworkPolicy enforcer).
-DEBIAN_PACKAGES := prometheus containerd runc containernetworking-plugins iproute2 buildah debootstrap busybox-static nftables
+DEBIAN_PACKAGES := prometheus containerd runc containernetworking-plugins iproute2 buildah debootstrap busybox-static nftables chromium
 
 system-deps: ## Install the Debian packages that are missing (needs root or sudo)
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \

@@ -8,7 +8,7 @@ own copy of a stratified sample of the trace's GPU nodes:
 
   a  stock profile                      b  tuned profile (MostAllocated, score all nodes)
   c  b + extender, packing only         d  b + extender cost term, uniform speed
-  e  b + extender cost term with per-model speed (data/throughput.csv)
+  e  b + extender cost term with per-model speed (core/src/statictrain/data/throughput.csv)
 
 Every pod carries work (its trace run time on an A100-class GPU) and is deleted
 when that work is done on the GPU it landed on; services (LS) keep their lifetimes,
@@ -43,6 +43,7 @@ import yaml
 from extender_throughput import start_extender, wait  # bench/ sibling module
 from kubernetes import client
 from statictrain.pricing import parse_catalog, shipped_catalog_text
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_extender.gpus import gpu_family
 from statictrain_extender.kubewatch import api_client
 from statictrain_extender.replay.arms import Arm, scheduler_config, standard_arms
@@ -60,7 +61,6 @@ from statictrain_extender.replay.workload import (
 )
 from statictrain_extender.replay.workreport import NodeFacts, Placement, arm_figures, quantile, reprice
 from statictrain_extender.scoring import Weights
-from statictrain_extender.throughput import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
 
 REPO = Path(__file__).resolve().parents[1]

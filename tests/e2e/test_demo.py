@@ -18,7 +18,7 @@ import pytest
 from statictrain_localcluster import demo
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.slow]
-Finished = tuple[demo.Demo, list[dict[str, Any]], dict[str, Any]]
+Finished = tuple[demo.Demo, list[dict[str, Any]], dict[str, Any], list[str]]
 
 
 @pytest.fixture(scope="module")
@@ -35,14 +35,15 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Finished]:
         d.apply_jobs(jobs)
         items = d.watch(jobs, args.timeout)
         report = d.report()
-        yield d, items, report
+        closing = d.finish(jobs)
+        yield d, items, report, closing
 
 
 GPU_JOBS = ["gpt2-a10g-ddp", "gpt2-h100", "gpt2-l4"]
 
 
 def test_every_job_succeeds_one_in_real_containers(finished: Finished) -> None:
-    d, items, _ = finished
+    d, items, _, _ = finished
     assert sorted(i["metadata"]["name"] for i in items) == sorted([*GPU_JOBS, demo.REAL_NODE_JOB])
     for item in items:
         assert item["status"]["phase"] == "Succeeded", json.dumps(item["status"], indent=1)
@@ -53,7 +54,7 @@ def test_every_job_succeeds_one_in_real_containers(finished: Finished) -> None:
 
 
 def test_gpu_jobs_cost_money(finished: Finished) -> None:
-    _, items, _ = finished
+    _, items, _, _ = finished
     for item in items:
         if item["metadata"]["name"] in GPU_JOBS:
             assert Decimal(item["status"]["cost"]["usd"]) > 0, item["metadata"]["name"]
@@ -61,7 +62,7 @@ def test_gpu_jobs_cost_money(finished: Finished) -> None:
 
 def test_report_lists_both_namespaces_and_commits(
         finished: Finished) -> None:
-    _, _, report = finished
+    _, _, report, _ = finished
     rows = [r for r in report["rows"] if r["job_name"] in GPU_JOBS]  # the CPU job uses no priced GPU
     assert {r["namespace"] for r in rows} == {"team-nlp", "team-vision"}
     assert {r["job_name"] for r in rows} == set(GPU_JOBS)
@@ -72,16 +73,25 @@ def test_report_lists_both_namespaces_and_commits(
 
 
 def test_jobs_plus_idle_equal_node_cost(finished: Finished) -> None:
-    _, _, report = finished
+    _, _, report, _ = finished
     ratio = float(report["summary"]["jobs_plus_idle_over_node_cost"])
     assert 0.999 <= ratio <= 1.001, report["summary"]
 
 
 def test_html_report_is_self_contained(finished: Finished) -> None:
-    d, _, _ = finished
+    d, _, _, _ = finished
     html = (Path(d.out) / "cost-report.html").read_text()
     assert "<svg" in html and "team-nlp" in html
     assert "<script src=" not in html
+
+
+def test_demo_ends_with_screenshot_dashboards_and_gate_verdict(finished: Finished) -> None:
+    d, _, _, closing = finished
+    text = "\n".join(closing)
+    png = Path(d.out) / "cost-report.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", text
+    assert "no console errors" in text and "statictrain-dashboard-job" in text, text
+    assert "--commit e4f5a6b --baseline a1b2c3d --max-regression 5%: PASS" in text or ": FAIL" in text, text
 
 
 def d_report(d: demo.Demo, by: str) -> dict[str, Any]:

@@ -77,10 +77,6 @@ seccompProfile:
 - apiGroups: [statictrain.io]
   resources: [statictrainingjobs/status]
   verbs: [get, patch]
-# Remediation: scale a job within its elastic bounds.
-- apiGroups: [statictrain.io]
-  resources: [statictrainingjobs/scale]
-  verbs: [get, patch]
 # Application: the worker Indexed Jobs (create, scale, suspend, replace).
 - apiGroups: [batch]
   resources: [jobs]
@@ -93,6 +89,12 @@ seccompProfile:
 - apiGroups: [""]
   resources: [persistentvolumeclaims]
   verbs: [create]
+{{- if .Values.workers.sidecar.profilingToken }}
+# Application: the per-job profiling token Secret (made with the worker Job; never read back).
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [create]
+{{- end }}
 # Cost accounting: worker pods are priced by UID on the nodes they ran on.
 # Anomaly: restart-from-checkpoint deletes a job's worker pods created before the decision.
 - apiGroups: [""]

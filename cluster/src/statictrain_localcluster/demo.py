@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 from statictrain import labels
 
-from statictrain_localcluster import procs
+from statictrain_localcluster import browser, procs
 from statictrain_localcluster.cluster import REPO_FILES, ClusterError, LocalCluster, build_binaries
 from statictrain_localcluster.nodeconfig import REAL_NODE_LABEL, REAL_NODE_TOLERATION
 from statictrain_localcluster.workers import LocalWorkers
@@ -133,6 +133,7 @@ class Demo:
             "workers": {"tolerations": [KWOK_TOLERATION],
                         **({"sidecar": {"image": self.images["sidecar"]}} if self.images else {})},
             "extender": {"enabled": False},
+            "dashboards": {"enabled": True},  # the Grafana dashboards as ConfigMaps, listed at the end
         }
         vfile = self.out / "demo-values.yaml"
         vfile.write_text(yaml.safe_dump(values))
@@ -236,6 +237,39 @@ class Demo:
         doc: dict[str, Any] = json.loads(js.read_text())
         return doc
 
+    def finish(self, jobs: list[DemoJob]) -> list[str]:
+        """Screenshot the HTML report in headless Chromium, run the cost gate between the demo's commits, list
+        the dashboards; print and return where everything is."""
+        html = self.out / "cost-report.html"
+        lines = [f"report:      {html} (and {html.with_suffix('.json')})"]
+        png = html.with_suffix(".png")
+        try:
+            check = browser.check_page(html, screenshot=png)
+            drawn = ", ".join(f"{name} {n}" for name, n in check.charts.items())
+            state = "; ".join(check.problems) or "no console errors"
+            lines.append(f"screenshot:  {png} (headless Chromium: {state}; data marks per chart: {drawn})")
+        except browser.BrowserError as e:
+            lines.append(f"screenshot:  none: {e}")
+        cms = json.loads(self.cluster.kubectl("get", "configmap", "-n", SYSTEM_NS, "-l",
+                                              "app.kubernetes.io/component=dashboards", "-o", "json").stdout)["items"]
+        names = ", ".join(sorted(c["metadata"]["name"] for c in cms)) or "none"
+        files = REPO_FILES / "charts/statictrain/dashboards"
+        lines.append(f"dashboards:  ConfigMaps in {SYSTEM_NS}: {names} (label grafana_dashboard=1, for Grafana's "
+                     f"dashboard sidecar; no Grafana runs here); JSON files in {files}")
+        baseline, commit, note = gate_commits(jobs)
+        elapsed = int((datetime.now(UTC) - self.started_at).total_seconds()) + 60
+        env = {**os.environ, "STATICTRAIN_PROMETHEUS_URL": self.cluster.prometheus_url}
+        gate = subprocess.run([str(Path(sys.executable).parent / "statictrain"), "gate", "--commit", commit,
+                               "--baseline", baseline, "--max-regression", "5%", "--last", f"{elapsed}s"],
+                              env=env, capture_output=True, text=True, check=False)
+        verdict = {0: "PASS", 1: "FAIL"}.get(gate.returncode, f"not evaluated (exit {gate.returncode})")
+        lines.append(f"cost gate:   statictrain gate --commit {commit} --baseline {baseline} --max-regression 5%: "
+                     f"{verdict}{note}")
+        lines += ["    " + x for x in (gate.stdout + gate.stderr).strip().splitlines()]
+        say("where everything is")
+        print("\n".join(lines), flush=True)
+        return lines
+
     def stop(self) -> None:
         if self.workers:
             self.workers.stop()
@@ -248,6 +282,15 @@ class Demo:
                 p.wait(timeout=15)
         if not self.args.keep:
             self.cluster.stop()
+
+
+def gate_commits(jobs: list[DemoJob]) -> tuple[str, str, str]:
+    """(baseline, commit under test, note) for the cost gate: the demo's first two commits in the order applied;
+    with one commit it is compared with itself, and the note says so (pure)."""
+    commits = list(dict.fromkeys(j.commit for j in jobs))
+    if len(commits) < 2:
+        return commits[0], commits[0], " (the demo ran one commit only: compared with itself)"
+    return commits[0], commits[1], ""
 
 
 @contextlib.contextmanager
@@ -287,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             demo.apply_jobs(jobs)
             demo.watch(jobs, args.timeout)
             demo.report()
+            demo.finish(jobs)
     except ClusterError as e:
         print(f"demo: {e}", file=sys.stderr)
         return 1

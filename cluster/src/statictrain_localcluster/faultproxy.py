@@ -8,9 +8,12 @@ and streams the answer back, so watches work. Faults, decided per request:
 - ``write_faults``: for writes (POST, PUT, PATCH, DELETE), a share of them answered
   with a status instead of being forwarded: 429 (with ``Retry-After: 1``), 503, 409
   (a Kubernetes ``Status`` body each); ``after_write`` answers 503 *after* forwarding
-  the write (it happened, the client is told it failed: the duplicate-making case).
-- ``outage()``: while in effect every connection is closed at once, as when the API
-  server is down.
+  the write (it happened, the client is told it failed: the duplicate-making case);
+  ``reset`` closes the connection without an answer (the write not made).
+- ``read_faults``: the same for reads (GET, including watches): 429, 503, ``reset``.
+- ``latency_s``: every request waits that long before it is forwarded.
+- ``outage()``: while in effect every connection, open ones (watches) included, is
+  closed at once, as when the API server is down.
 
 Decisions come from a seeded random generator; ``counts`` says what was done.
 """
@@ -32,11 +35,13 @@ from urllib.parse import urlsplit
 
 import yaml
 
-__all__ = ["AFTER_WRITE", "ApiServer", "FaultProxy", "api_server", "write_kubeconfig"]
+__all__ = ["AFTER_WRITE", "RESET", "ApiServer", "FaultProxy", "api_server", "write_kubeconfig"]
 
 WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 AFTER_WRITE = "after_write"
 """Fault key: forward the write, then answer 503 (the write happened)."""
+RESET = "reset"
+"""Fault key: close the connection without an answer (nothing forwarded)."""
 _REASONS = {409: "Conflict", 429: "TooManyRequests", 503: "ServiceUnavailable"}
 _MAX_HEAD = 64 * 1024
 
@@ -45,12 +50,14 @@ class FaultProxy:
     """Started with ``start()`` on a thread of its own (its own event loop); ``stop()`` ends it."""
 
     def __init__(self, kubeconfig: Path, *, write_faults: Mapping[int | str, float] | None = None,
+                 read_faults: Mapping[int | str, float] | None = None, latency_s: float = 0.0,
                  seed: int = 0) -> None:
-        faults = dict(write_faults or {})
-        unknown = [k for k in faults if k not in _REASONS and k != AFTER_WRITE]
-        if unknown or sum(faults.values()) > 1 or any(v < 0 for v in faults.values()):
-            raise ValueError(f"write_faults {faults}: shares (summing to at most 1) of 409, 429, 503, {AFTER_WRITE!r}")
-        self.write_faults = faults
+        self.write_faults = _checked("write_faults", write_faults, {409, 429, 503, AFTER_WRITE, RESET})
+        self.read_faults = _checked("read_faults", read_faults, {429, 503, RESET})
+        if latency_s < 0:
+            raise ValueError(f"latency_s must be >= 0, got {latency_s}")
+        self.latency_s = latency_s
+        self._open: set[asyncio.Task[None]] = set()
         self.counts: Counter[str] = Counter()
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -105,6 +112,8 @@ class FaultProxy:
     def outage(self) -> Iterator[None]:
         """Every connection is closed at once while the block runs (the API server is unreachable)."""
         self._down = True
+        if self._thread is not None:
+            asyncio.run_coroutine_threadsafe(self._cut(), self._loop).result(30)
         try:
             yield
         finally:
@@ -114,19 +123,29 @@ class FaultProxy:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    async def _cut(self) -> None:
+        """End every connection being served (open watches too)."""
+        for task in list(self._open):
+            task.cancel()
+        await asyncio.gather(*self._open, return_exceptions=True)
+
     # ---- serving ------------------------------------------------------------------
     def _decide(self, method: str) -> str:
-        if method not in WRITES or not self.write_faults:
+        faults = self.write_faults if method in WRITES else self.read_faults
+        if not faults:
             return "forward"
         with self._lock:
             x = self._rng.random()
-        for fault, share in self.write_faults.items():
+        for fault, share in faults.items():
             if x < share:
                 return str(fault)
             x -= share
         return "forward"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._open.add(task)
         try:
             if self._down:
                 self.counts["outage"] += 1
@@ -144,6 +163,10 @@ class FaultProxy:
             body = await reader.readexactly(length) if length else b""
             fault = self._decide(method)
             self.counts[fault] += 1
+            if fault == RESET:
+                return
+            if self.latency_s:
+                await asyncio.sleep(self.latency_s)
             if fault in ("409", "429", "503"):
                 writer.write(_status_response(int(fault)))
                 await writer.drain()
@@ -169,10 +192,22 @@ class FaultProxy:
                     await up_writer.wait_closed()
         except (ConnectionError, OSError, asyncio.IncompleteReadError, ValueError):
             self.counts["connection_error"] += 1
+        except asyncio.CancelledError:
+            self.counts["cut"] += 1  # an outage began (or the proxy stops)
         finally:
+            if task is not None:
+                self._open.discard(task)
             writer.close()
             with contextlib.suppress(ConnectionError, OSError):
                 await writer.wait_closed()
+
+
+def _checked(what: str, faults: Mapping[int | str, float] | None, allowed: set[int | str]) -> dict[int | str, float]:
+    out = dict(faults or {})
+    if any(k not in allowed for k in out) or sum(out.values()) > 1 or any(v < 0 for v in out.values()):
+        names = ", ".join(sorted(str(k) for k in allowed))
+        raise ValueError(f"{what} {out}: shares (summing to at most 1) of {names}")
+    return out
 
 
 def _status_response(code: int) -> bytes:

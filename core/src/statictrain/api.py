@@ -30,7 +30,8 @@ Phase = Literal[
     "Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed"
 ]
 ConditionType = Literal[
-    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "BudgetExceeded", "Remediation"
+    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "BudgetExceeded", "BudgetWarning",
+    "Remediation",
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
 Severity = Literal["Info", "Warning", "Critical"]
@@ -55,9 +56,11 @@ CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
     "Succeeded",
     "Failed",
     "BudgetExceeded",
+    "BudgetWarning",
     "Remediation",
 )
-"""Lifecycle conditions (the converger), then BudgetExceeded (cost part) and Remediation (anomaly part)."""
+"""Lifecycle conditions (the converger), then BudgetExceeded and BudgetWarning (cost part) and Remediation
+(anomaly part)."""
 FINISHED_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 MAX_ANOMALIES: Final = 20
 """status.anomalies keeps at most this many entries (the CRD's maxItems)."""
@@ -211,6 +214,11 @@ class Cost(TypedDict, total=False):
     usdPerStep: Money
     usdPer1MTokens: Money
     projectedUSD: Money
+    """Projected total cost at the end of the job ("" when no end or no cost per step is known)."""
+    projectedBasis: str
+    """How projectedUSD was found, or why there is none."""
+    steadyUSDPerStep: Money
+    """Cost per step in the latest steady window (the projection's cost per step)."""
     tokens: str
     """Tokens (or samples) trained so far, an integer string."""
     steps: str

@@ -17,6 +17,7 @@ from .api import CONDITION_TYPES, Condition, ConditionType
 __all__ = [
     "ANOMALY_TYPES",
     "BUDGET_EXCEEDED",
+    "BUDGET_WARNING",
     "COST_TYPES",
     "LIFECYCLE_TYPES",
     "REMEDIATION",
@@ -26,7 +27,9 @@ __all__ = [
 ]
 
 BUDGET_EXCEEDED: Final[ConditionType] = "BudgetExceeded"
-COST_TYPES: Final[tuple[ConditionType, ...]] = (BUDGET_EXCEEDED,)
+BUDGET_WARNING: Final[ConditionType] = "BudgetWarning"
+"""True while the projected total cost (status.cost.projectedUSD) exceeds spec.budget.limitUSD."""
+COST_TYPES: Final[tuple[ConditionType, ...]] = (BUDGET_EXCEEDED, BUDGET_WARNING)
 """Written by the cost part (the one budget enforcer) only."""
 REMEDIATION: Final[ConditionType] = "Remediation"
 ANOMALY_TYPES: Final[tuple[ConditionType, ...]] = (REMEDIATION,)
@@ -57,6 +60,10 @@ class Reason:
     BUDGET_SUSPENDED: Final = "Suspended"
     ALREADY_SUSPENDED: Final = "AlreadySuspended"
     NOTIFIED: Final = "Notified"
+    PROJECTED_OVER_BUDGET: Final = "ProjectedOverBudget"
+    PROJECTED_WITHIN_BUDGET: Final = "ProjectedWithinBudget"
+    NO_PROJECTION: Final = "NoProjection"
+    NO_BUDGET: Final = "NoBudget"
     # remediation (anomaly part)
     REMEDIATION_OFF: Final = "RemediationOff"
     COMPLETING_ACTION: Final = "CompletingAction"

@@ -62,6 +62,7 @@ JOB_IDLE_COST_USD_TOTAL = "statictrain_job_idle_cost_usd_total"
 JOB_GPU_SECONDS_TOTAL = "statictrain_job_gpu_seconds_total"
 JOB_USD_PER_1M_TOKENS = "statictrain_job_usd_per_1m_tokens"
 JOB_BUDGET_USD = "statictrain_job_budget_usd"
+JOB_PROJECTED_COST_USD = "statictrain_job_projected_cost_usd"  # status.cost.projectedUSD: cost to finish
 NODE_HOURLY_COST_USD = "statictrain_node_hourly_cost_usd"
 JOB_COMPILE_COST_USD_TOTAL = "statictrain_job_compile_cost_usd_total"
 JOB_LOST_WORK_COST_USD_TOTAL = "statictrain_job_lost_work_cost_usd_total"

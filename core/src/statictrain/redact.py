@@ -4,7 +4,8 @@
 path; never the user and password, the query string or the fragment (tokens travel
 there). ``redact`` applies the same to every URL in a free text (an exception's message
 often quotes the URL it failed on) and hides bearer tokens and ``password=``-like
-pairs. ``RedactingFilter`` runs ``redact`` over every log record of a logger.
+pairs. ``RedactingFilter`` runs ``redact`` over every log record of a handler;
+``install`` puts one on every handler of the named loggers (a process's log setup).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["HIDDEN", "RedactingFilter", "redact", "safe_url"]
+__all__ = ["HIDDEN", "RedactingFilter", "install", "redact", "safe_url"]
 
 HIDDEN = "***"
 
@@ -75,3 +76,20 @@ class RedactingFilter(logging.Filter):
             record.exc_text = redact(text)
             record.exc_info = None
         return True
+
+
+def install(*names: str) -> int:
+    """Put a ``RedactingFilter`` on every handler of the root logger and of the loggers ``names``.
+
+    On handlers, not loggers: a logger's filters do not see records propagated from its
+    children, a handler's do. Call it after the handlers exist (after ``basicConfig``,
+    ``kopf.configure``); a handler that has one already is left as it is. Returns the
+    number of handlers that got one.
+    """
+    added = 0
+    for name in ("", *names):
+        for handler in logging.getLogger(name or None).handlers:
+            if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+                handler.addFilter(RedactingFilter())
+                added += 1
+    return added

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from statictrain.throughput import TABLE
+
 from .estimates import PodNote, describe
 from .nodes import NodeInfo, node_from_object
 from .policy import PodView, PolicyError, pod_view, violation
 from .scoring import Weights, gang_cost_per_work, pack_fraction, score_nodes, score_values
 from .state import ClusterState
-from .throughput import TABLE
 
 __all__ = ["BadRequestError", "filter_result", "parse_args", "prioritize_result"]
 

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .throughput import INFERRED, MEASURED, SOURCES, TABLE, JobThroughput
+from statictrain.throughput import INFERRED, MEASURED, SOURCES, TABLE, JobThroughput
 
 __all__ = ["EVENT_REASON", "EstimateLog", "PodNote", "describe"]
 

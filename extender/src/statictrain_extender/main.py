@@ -14,7 +14,7 @@ import aiohttp
 import uvloop
 from aiohttp import web
 from prometheus_client import CollectorRegistry
-from statictrain.redact import RedactingFilter
+from statictrain import redact
 
 from .kubewatch import api_client, start_event_writer, start_watches
 from .server import build_app
@@ -102,8 +102,7 @@ def parse_args(argv: list[str] | None) -> None:
 def main(argv: list[str] | None = None) -> None:
     parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    for handler in logging.getLogger().handlers:  # no credentials or URL tokens in any log line
-        handler.addFilter(RedactingFilter())
+    redact.install()  # no credentials or URL tokens in any log line
     try:
         settings = ExtenderSettings.from_env()
         tls = tls_context(settings)

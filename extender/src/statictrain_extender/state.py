@@ -11,12 +11,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from statictrain import labels
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT, JobThroughput, job_throughput
 
 from .estimates import EstimateLog
 from .nodes import NodeInfo, node_from_object
 from .policy import pod_gpu_milli
 from .scoring import cost_per_work
-from .throughput import DEFAULT_RELATIVE_THROUGHPUT, JobThroughput, job_throughput
 
 __all__ = ["ClusterState", "CostKey", "JobKey"]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,9 @@ __all__ = [
     "EXIT_PREEMPTED",
     "EXIT_USER_ERROR",
     "LAUNCH_COMMAND",
+    "PROFILE_TOKEN_DIR",
+    "PROFILE_TOKEN_SUFFIX",
+    "PROFILE_TOKEN_VOLUME",
     "SHUTDOWN_MARGIN_S",
     "SIDECAR",
     "STATS_VOLUME",
@@ -49,6 +53,8 @@ __all__ = [
     "owner_reference",
     "pod_failure_policy",
     "pod_template",
+    "profile_token_secret",
+    "profile_token_secret_name",
     "selector",
     "service",
     "template_hash",
@@ -65,6 +71,10 @@ STATS_VOLUME = "stats"
 CACHE_VOLUME = "compile-cache"
 CHECKPOINT_VOLUME = "checkpoint"
 CHECKPOINT_CLAIM_SUFFIX = "-checkpoint"
+PROFILE_TOKEN_SUFFIX = "-profile-token"
+PROFILE_TOKEN_VOLUME = "profile-token"
+PROFILE_TOKEN_DIR = "/var/run/statictrain-profile"
+PROFILE_TOKEN_KEY = "token"
 LAUNCH_COMMAND = ("statictrain-launch", "--module", "statictrain_trainer.main")
 """The trainer container's command: torchrun's agent with the workers' exit codes (statictrain_trainer.launch)."""
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
@@ -308,6 +318,25 @@ def checkpoint_claim(owner: Owner, settings: Settings) -> dict[str, Any] | None:
     return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": meta, "spec": claim_spec}
 
 
+def profile_token_secret_name(job_name: str) -> str:
+    """Name of the per-job Secret holding the sidecar's profiling token."""
+    return job_name + PROFILE_TOKEN_SUFFIX
+
+
+def profile_token_secret(owner: Owner, settings: Settings) -> dict[str, Any] | None:
+    """The per-job Secret with a new random token for the sidecar's /profile endpoints, or None when off.
+
+    Made with the worker Job (a 409 keeps the one that exists), owned by the job (deleted with it),
+    immutable; mounted only into the sidecar. Whoever may read Secrets in the job's namespace may profile.
+    """
+    if not settings.profile_token:
+        return None
+    meta = _metadata(owner)
+    meta["name"] = profile_token_secret_name(owner.name)
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "immutable": True,
+            "stringData": {PROFILE_TOKEN_KEY: secrets.token_urlsafe(32)}}
+
+
 def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(pod volumes, trainer mounts)."""
     spec = owner.spec
@@ -327,6 +356,9 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
         {"name": CACHE_VOLUME, **cache},
         {"name": CHECKPOINT_VOLUME, **ckpt},
     ]
+    if settings.profile_token:  # read by the sidecar only (group fsGroup; no mount in the trainer)
+        volumes.append({"name": PROFILE_TOKEN_VOLUME, "secret": {
+            "secretName": profile_token_secret_name(owner.name), "defaultMode": 0o440}})
     mounts = [
         {"name": STATS_VOLUME, "mountPath": settings.stats_dir},
         {"name": CACHE_VOLUME, "mountPath": settings.compile_cache_dir},
@@ -360,24 +392,29 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         "volumeMounts": mounts,
         "securityContext": _CONTAINER_SECURITY,
     }
+    sidecar_env: list[dict[str, Any]] = [
+        *identity,
+        {"name": envvars.STATS_DIR, "value": settings.stats_dir},
+        {"name": envvars.METRICS_PORT, "value": str(settings.sidecar_metrics_port)},
+        {"name": envvars.SAMPLE_INTERVAL_S, "value": str(settings.sample_interval_s)},
+    ]
+    sidecar_mounts: list[dict[str, Any]] = [{"name": STATS_VOLUME, "mountPath": settings.stats_dir, "readOnly": False}]
+    if settings.profile_token:
+        sidecar_env.append({"name": envvars.PROFILE_TOKEN_FILE, "value": f"{PROFILE_TOKEN_DIR}/{PROFILE_TOKEN_KEY}"})
+        sidecar_mounts.append({"name": PROFILE_TOKEN_VOLUME, "mountPath": PROFILE_TOKEN_DIR, "readOnly": True})
     sidecar = {
         "name": SIDECAR,
         "restartPolicy": "Always",  # a native sidecar: stopped by the kubelet after the trainer exits
         "image": settings.sidecar_image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["statictrain-sidecar"],
-        "env": [
-            *identity,
-            {"name": envvars.STATS_DIR, "value": settings.stats_dir},
-            {"name": envvars.METRICS_PORT, "value": str(settings.sidecar_metrics_port)},
-            {"name": envvars.SAMPLE_INTERVAL_S, "value": str(settings.sample_interval_s)},
-        ],
+        "env": sidecar_env,
         "ports": [{"name": "metrics", "containerPort": settings.sidecar_metrics_port}],
         "resources": {
             "requests": {"cpu": settings.sidecar_cpu, "memory": settings.sidecar_memory},
             "limits": {"memory": settings.sidecar_memory},
         },
-        "volumeMounts": [{"name": STATS_VOLUME, "mountPath": settings.stats_dir, "readOnly": False}],
+        "volumeMounts": sidecar_mounts,
         "securityContext": _CONTAINER_SECURITY,
     }
     placement = spec.get("placement") or {}

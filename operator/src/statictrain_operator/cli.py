@@ -18,9 +18,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from statictrain import envconfig
-
 from statictrain_operator import estimate_cli, gate_cli, preflight_cli
+from statictrain_operator.cli_args import add_prometheus_url
 from statictrain_operator.kube.oneshot import ClusterUnavailableError, list_trainingjobs
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 from statictrain_operator.report.fetch import fetch
@@ -31,7 +30,6 @@ from statictrain_operator.report.status import status_report
 from statictrain_operator.report.text import to_csv, to_json, to_table
 
 __all__ = [
-    "PROMETHEUS_ENV",
     "RENDERERS",
     "add_report_parser",
     "build_parser",
@@ -40,7 +38,6 @@ __all__ = [
     "run_status_report",
 ]
 
-PROMETHEUS_ENV = envconfig.PROMETHEUS_URL_ENV
 RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html}
 
 
@@ -77,11 +74,7 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     p.add_argument("--format", choices=sorted(RENDERERS), default="table")
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.add_argument("--buckets", type=int, default=24, help="time buckets for cost over time (default 24)")
-    p.add_argument(
-        "--prometheus-url",
-        default=os.environ.get(PROMETHEUS_ENV, "http://127.0.0.1:9090"),
-        help=f"Prometheus base URL (default ${PROMETHEUS_ENV} or http://127.0.0.1:9090)",
-    )
+    add_prometheus_url(p)
     p.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus query")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument(

@@ -7,7 +7,9 @@ writes it through the kube layer, and patches status when it changed. Running
 it twice, or after a crash at any point, does the right thing: creating what
 exists is a 409 (then it reads the API and plans again), nothing is adopted.
 
-Calls for one job are serialized by a per-job lock; every API call is awaited
+API errors are retried after a jittered wait that doubles with every failure in a
+row, up to settings.backoff_max_s (backoff.py); events and the resync still converge
+at once. Calls for one job are serialized by a per-job lock; every API call is awaited
 on kopf's loop through the Kube port. Children come first: the worker Job's
 create starts before its Service's (and its claim's), and status writes wait
 while any job's children are being created, so under a burst of new jobs
@@ -26,7 +28,7 @@ from typing import Any, cast
 
 from statictrain import api
 
-from . import children, reconcile, status, writer
+from . import backoff, children, reconcile, status, writer
 from .kube import port
 from .runtime import Runtime
 
@@ -66,6 +68,7 @@ class Converger:
         self.scheduled: set[Key] = set()
         self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
         self.status = writer.StatusWriter(rt.kube, writer.CONVERGER)
+        self.backoff = backoff.Backoff(rt.settings.requeue_s, rt.settings.backoff_max_s)
         self.creating = 0
         """Jobs whose children are being created right now (status writes wait for none)."""
         self.no_creates = asyncio.Event()
@@ -73,29 +76,33 @@ class Converger:
 
     async def converge(self, key: Key) -> None:
         lock = self.locks.setdefault(key, asyncio.Lock())
+        delay = None
         async with lock:
             try:
                 wait = await self._converge(key)
-            except Exception as e:  # API trouble: log it and look again soon (level-based, nothing lost)
-                self.logger.warning(f"{key[0]}/{key[1]}: {type(e).__name__}: {e}; retrying")
+                self.backoff.succeeded(key)
+            except Exception as e:  # API trouble: log it and look again later (level-based, nothing lost)
+                delay = self.backoff.failed(key)
+                self.logger.warning(f"{key[0]}/{key[1]}: {type(e).__name__}: {e}; retrying in {delay:.1f}s")
                 wait = str(e)
         if wait:
-            self.later(key)
+            self.later(key, delay)
         elif self.trainingjob(key) is None:
             self.locks.pop(key, None)
+            self.backoff.succeeded(key)
             self.recent.pop(key, None)
             gone = self.desired.pop(key, None)
             if gone is not None:
                 self.status.last.pop(gone[0][0], None)
 
-    def later(self, key: Key) -> None:
-        """Converge `key` again after settings.requeue_s (once, however often asked)."""
+    def later(self, key: Key, delay: float | None = None) -> None:
+        """Converge `key` again after `delay` (default settings.requeue_s), once however often asked."""
         if key in self.scheduled:
             return
         self.scheduled.add(key)
 
         async def again() -> None:
-            await asyncio.sleep(self.rt.settings.requeue_s)
+            await asyncio.sleep(self.rt.settings.requeue_s if delay is None else delay)
             self.scheduled.discard(key)
             await self.converge(key)
 

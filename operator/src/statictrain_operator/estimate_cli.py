@@ -106,7 +106,7 @@ def _history_jobs(kubectl: Kubectl, doc: Mapping[str, Any], ns: str) -> list[str
 
 
 def _render(options: list[Option], notes: list[str], header: list[str]) -> str:
-    rows = [["GPU", "CAPACITY", "$/HOUR", "HOURS", "$ TO FINISH", "OFFERS", "PRICE", "TIME"]]
+    rows = [["GPU", "CAPACITY", "$/HOUR", "HOURS", "$ TO FINISH", "$/WORK", "OFFERS", "PRICE", "TIME"]]
     for o in options:
         rows.append(
             [
@@ -115,13 +115,21 @@ def _render(options: list[Option], notes: list[str], header: list[str]) -> str:
                 f"{o.hourly_usd:.2f}",
                 f"{o.hours:.2f}" if o.hours is not None else "?",
                 f"{o.total_usd:.2f}" if o.total_usd is not None else "?",
+                f"{o.work_usd:.2f}" if o.work_usd is not None else "?",
                 str(o.nodes),
                 o.price_basis.replace(f", {o.offer.capacity_type}", ""),
                 o.time_basis,
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    lines = [*header, "order: cheapest $ to finish first, then by $/hour where the time is unknown (?)"]
+    lines = [
+        *header,
+        "order: cheapest $ to finish first; where the time is unknown (?), by $/WORK, then $/HOUR",
+        "$/WORK: $/HOUR / the throughput table's per-GPU speed relative to A100 (table value), i.e. $ per A100-hour"
+        " of work",
+        "TIME: measured = this entrypoint's history on that GPU model; inferred = history on other models x the"
+        " throughput table's ratios",
+    ]
     for r in rows:
         lines.append("  ".join([*(c.ljust(w) for c, w in zip(r, widths, strict=False)), r[-1]]).rstrip())
     if not options:

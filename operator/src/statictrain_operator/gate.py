@@ -60,13 +60,17 @@ class Verdict:
         lines = [f"cost gate {head}: commit {commit} vs baseline {baseline}, max regression {max_regression:.1%}"]
         for c in self.checks:
             mark = "REGRESSION" if c.failed else "ok"
-            lines.append(f"  {mark:10} {c.what}: {c.baseline:.6g} -> {c.candidate:.6g} ({_signed(c.worse_by)} worse)")
+            lines.append(f"  {mark:10} {c.what}: {c.baseline:.6g} -> {c.candidate:.6g} ({_change(c.worse_by)})")
         lines.extend(f"  {n}" for n in self.notes)
         return "\n".join(lines) + "\n"
 
 
-def _signed(x: float) -> str:
-    return "inf" if math.isinf(x) else f"{x:+.1%}"
+def _change(worse_by: float) -> str:
+    if math.isinf(worse_by):
+        return "infinitely worse" if worse_by > 0 else "infinitely better"
+    if worse_by == 0:
+        return "unchanged"
+    return f"{worse_by:.1%} worse" if worse_by > 0 else f"{-worse_by:.1%} better"
 
 
 def parse_max_regression(text: str) -> float:

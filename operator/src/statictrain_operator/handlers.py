@@ -15,6 +15,7 @@ references, so the garbage collector removes them even while the operator is dow
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -154,6 +155,8 @@ async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
     )
     rt.tasks.append(asyncio.create_task(loops.resync_loop(rt, index)))
     rt.tasks.append(asyncio.create_task(loops.ttl_loop(rt, index, logger)))
+    if rt.leader is not None and rt.leadership_lost is not None:
+        rt.tasks.append(asyncio.create_task(rt.leader.keep(rt.leadership_lost)))
     if rt.settings.heartbeat_namespace:
         await loops.beat(rt)  # exists before the Lease watch starts
         rt.tasks.append(asyncio.create_task(loops.heartbeat_loop(rt, logger)))
@@ -167,6 +170,9 @@ async def stop_loops(memo: Any, **_: Any) -> None:
         task.cancel()
     await asyncio.gather(*rt.tasks, return_exceptions=True)
     rt.tasks.clear()
+    if rt.leader is not None:
+        with contextlib.suppress(Exception):  # best effort: otherwise the Lease simply expires
+            await rt.leader.release()
     close = getattr(rt.kube, "close", None)  # HttpKube's session, opened on this loop
     if close is not None:
         await close()

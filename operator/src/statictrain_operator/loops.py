@@ -38,7 +38,9 @@ async def heartbeat_loop(rt: runtime.Runtime, logger: Any) -> None:
     while True:
         try:
             await beat(rt)
+            rt.renewed(True)
         except Exception as e:  # an API hiccup must not end the loop; the probe notices missing beats
+            rt.renewed(False)
             logger.warning(f"heartbeat renewal failed: {e}")
         await asyncio.sleep(rt.settings.heartbeat_s)
 

@@ -3,26 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import logging
 import os
 import socket
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kopf
 import prometheus_client
-from statictrain import labels
+from statictrain import labels, redact
 
-from . import essence, runtime, settings
+from . import backoff, essence, leader, runtime, settings
 from .anomaly.settings import AnomalySettings
 from .cost.settings import CostSettings
 from .kube import endpoint, heartbeat
 from .kube.http import HttpKube
 from .progress.settings import ProgressSettings
 
-__all__ = ["PARTS", "kopf_settings", "load_parts", "main", "parse_args", "part_settings"]
+__all__ = ["PARTS", "configure_logging", "kopf_settings", "load_parts", "main", "parse_args", "part_settings"]
 
 log = logging.getLogger("statictrain.operator")
 
@@ -78,7 +80,21 @@ def kopf_settings(s: settings.Settings) -> kopf.OperatorSettings:
     ks.watching.label_selectors["v1", "services"] = managed
     ks.watching.label_selectors["coordination.k8s.io", "v1", "leases"] = f"{heartbeat.HEARTBEAT_LABEL}=true"
     ks.watching.server_timeout = 300
+    # API errors (an outage, 429, 5xx): retried without end, jittered, at most backoff_max_s apart.
+    ks.networking.error_backoffs = backoff.Retries(base_s=1.0, max_s=s.backoff_max_s)
     return ks
+
+
+def configure_logging(*, verbose: bool) -> None:
+    """kopf's log handler on the root logger, redacting credentials and URL tokens from every line.
+
+    (kopf posts no log lines as events: settings.posting.loggers stays false.)
+    """
+    kopf.configure(verbose=verbose)
+    redact.install()
+    if not verbose:
+        # One "Handler ... succeeded" line per watch event is noise at scale (and costs CPU).
+        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -123,10 +139,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"statictrain-operator: no cluster to talk to ({type(e).__name__}: {e}); "
               "pass --kubeconfig or set KUBECONFIG", file=sys.stderr)
         return 2
-    kopf.configure(verbose=args.verbose)
-    if not args.verbose:
-        # One "Handler ... succeeded" line per watch event is noise at scale (and costs CPU).
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    configure_logging(verbose=args.verbose)
     kube = HttpKube(ep, connections=s.max_workers)
     rt = runtime.Runtime(
         settings=s,
@@ -136,6 +149,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         parts=parts,
     )
     load_parts(parts)
+    lost = threading.Event()
+    if s.leader_election:
+        rt.leader = leader.Elector(kube, s.heartbeat_namespace, leader.identity(rt.holder), s.leader_lease_s)
+        with leader.standby_probe(args.liveness):
+            asyncio.run(_lead(rt))
+        rt.started = rt.clock()  # the heartbeat's age counts from here, not from the wait
+        rt.leadership_lost = lost.set
     port = s.own_metrics_port if args.metrics_port is None else args.metrics_port
     if port:
         # The cost exporter and the anomaly metrics register into prometheus_client's default REGISTRY.
@@ -152,12 +172,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             namespaces=s.namespaces,
             liveness_endpoint=args.liveness or None,
             memo=kopf.Memo(runtime=rt),
+            stop_flag=lost,
         )
     finally:
         if server is not None:
             server.shutdown()
             server.server_close()
+    if lost.is_set():
+        print("statictrain-operator: another replica holds the leader Lease now; exiting", file=sys.stderr)
+        return 1
     return 0
+
+
+async def _lead(rt: runtime.Runtime) -> None:
+    """Wait as a standby until this replica leads; the Kube session is reopened on kopf's loop."""
+    try:
+        await rt.leader.acquire()
+    finally:
+        close = getattr(rt.kube, "close", None)
+        if close is not None:
+            await close()
 
 
 if __name__ == "__main__":

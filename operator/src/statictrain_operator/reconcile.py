@@ -86,8 +86,9 @@ def plan(
                 "waiting for the garbage collector to remove it"
             )
     if observed_job is None:
-        claim = children.checkpoint_claim(owner, settings)  # made with the Job; 409 if it exists
-        return Plan(create=[*create, claim] if claim else create)
+        # made with the Job (a 409 keeps the one that exists): the checkpoint claim, the profiling token
+        made_with = [children.checkpoint_claim(owner, settings), children.profile_token_secret(owner, settings)]
+        return Plan(create=[*create, *(obj for obj in made_with if obj)])
     if observed_job.get("metadata", {}).get("deletionTimestamp"):
         return Plan(create=create, wait="old worker Job is being deleted")
     if _finished(observed_job):

@@ -55,18 +55,42 @@ class Runtime:
     """Settings of the optional parts that are switched on, by part name (validated by main)."""
     heartbeat_seen: datetime | None = None
     """When the watch last delivered a renewed heartbeat Lease."""
+    renewals_failing_since: datetime | None = None
+    """When renewing the heartbeat began to fail (the API server unreachable or refusing); None while it works."""
+    renewals_resumed: datetime | None = None
+    """When renewing worked again after failures (the watch gets as long to catch up as after a start)."""
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     """Background loops started at startup, cancelled at cleanup."""
     converger: Any = None
     """The converger.Converger, built at startup once kopf's indexes exist."""
     index: JobIndex = field(default_factory=dict)
     """kopf's index of every StaticTrainingJob, set at startup."""
+    leader: Any = None
+    """The leader.Elector holding the leader Lease (leader election on), else None."""
+    leadership_lost: Callable[[], None] | None = None
+    """Called when another replica holds the leader Lease: stops the operator."""
+
+    def renewed(self, ok: bool) -> None:
+        """Record whether a heartbeat renewal reached the API server."""
+        now = self.clock()
+        if not ok:
+            self.renewals_failing_since = self.renewals_failing_since or now
+        elif self.renewals_failing_since is not None:
+            self.renewals_failing_since, self.renewals_resumed = None, now
 
     def heartbeat_verdict(self) -> tuple[bool, str]:
-        """(healthy, message): unhealthy after 6 heartbeat periods without one arriving through the watch."""
+        """(healthy, message): unhealthy after 6 heartbeat periods without one arriving through the watch.
+
+        Not while renewals themselves fail: with the API server unreachable a restart cannot help (and a
+        restart loop is what an outage must not cause); the count starts again once they work.
+        """
         if not self.settings.heartbeat_namespace:
             return True, "disabled"
-        age = (self.clock() - (self.heartbeat_seen or self.started)).total_seconds()
+        if self.renewals_failing_since is not None:
+            down = (self.clock() - self.renewals_failing_since).total_seconds()
+            return True, f"the API server has refused heartbeat renewals for {down:.0f}s; waiting for it"
+        since = max(t for t in (self.heartbeat_seen, self.renewals_resumed, self.started) if t is not None)
+        age = (self.clock() - since).total_seconds()
         if age > 6 * self.settings.heartbeat_s:
             return False, f"no heartbeat through the watch for {age:.0f}s: the watch looks dead"
         return True, f"{age:.1f}s"

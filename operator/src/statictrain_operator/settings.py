@@ -57,6 +57,10 @@ class Settings:
     checkpoint_volume_size: str = "10Gi"
     """Size of the checkpoint claim made per job whose spec names none; empty makes none (an
     emptyDir: checkpoints are lost with the pod, and replaced pods start from step 0)."""
+    profile_token: bool = False
+    """Mint a per-job Secret <job>-profile-token with a random token and mount it in the sidecar: its
+    /profile endpoints answer requests bearing that token (off: they refuse every request). Needs the
+    right to create Secrets in the watched namespaces."""
     checkpoint_storage_class: str = ""
     """StorageClass of the per-job checkpoint claims; empty uses the cluster's default class. Jobs
     with more than one pod need a class that offers ReadWriteMany (NFS, EFS, Filestore, CephFS)."""
@@ -72,7 +76,11 @@ class Settings:
     sidecar_memory: str = "128Mi"
     """Memory request and limit of the sidecar container."""
     requeue_s: float = 2.0
-    """Seconds before a reconcile that waits (e.g. for old workers to go) runs again."""
+    """Seconds before a reconcile that waits (e.g. for old workers to go) runs again; also the first wait
+    after an API error."""
+    backoff_max_s: float = 30.0
+    """Longest wait before retrying after API errors in a row (each error doubles the wait, with jitter,
+    from requeue_s for a job, from 1 s for kopf's watches); retries never stop."""
     heartbeat_s: float = 10.0
     """Seconds between heartbeats through the watch; the liveness probe fails after 6 missed ones."""
     heartbeat_namespace: str = ""
@@ -83,6 +91,11 @@ class Settings:
     """Seconds between sweeps for finished jobs whose ttlSecondsAfterFinished has passed."""
     parts: tuple[str, ...] = ("progress", "cost", "anomaly")
     """Optional parts switched on (progress, cost, anomaly), comma-separated; each reads its own settings."""
+    leader_election: bool = False
+    """Run as one of several replicas: only the holder of the Lease statictrain-operator-leader in
+    heartbeat_namespace acts, the others wait (leader.py)."""
+    leader_lease_s: float = 15.0
+    """Seconds a leader Lease lasts without renewal before a standby takes over (renewed every third)."""
     max_workers: int = 32
     """Pooled connections to the API server (and kopf's threads for synchronous handlers)."""
 
@@ -97,6 +110,16 @@ def from_env(environ: Mapping[str, str]) -> Settings:
         raise SettingsError(
             f"{ENV_PREFIX}SIDECAR_METRICS_PORT must be a port number (1-65535), got {settings.sidecar_metrics_port}"
         )
+    if not settings.backoff_max_s >= max(settings.requeue_s, 1.0) or not settings.requeue_s > 0:
+        raise SettingsError(
+            f"{ENV_PREFIX}REQUEUE_S must be > 0 and {ENV_PREFIX}BACKOFF_MAX_S at least 1 and at least REQUEUE_S, "
+            f"got {settings.requeue_s} and {settings.backoff_max_s}"
+        )
+    if settings.leader_election and not settings.heartbeat_namespace:
+        raise SettingsError(f"{ENV_PREFIX}LEADER_ELECTION needs {ENV_PREFIX}HEARTBEAT_NAMESPACE (the operator's own "
+                            "namespace, where the leader Lease lives)")
+    if not settings.leader_lease_s >= 3:
+        raise SettingsError(f"{ENV_PREFIX}LEADER_LEASE_S must be at least 3, got {settings.leader_lease_s}")
     if not 0 <= settings.own_metrics_port <= 65535:
         raise SettingsError(
             f"{ENV_PREFIX}OWN_METRICS_PORT must be a port number (1-65535) or 0, got {settings.own_metrics_port}"

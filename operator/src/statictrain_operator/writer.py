@@ -4,7 +4,7 @@
 |---------------------------|--------------------------------|----------------------------|
 | converger                 | phase, replicas, workers, ...  | Created, Running, ... (lifecycle) |
 | progress                  | progress, compile              | -                          |
-| cost                      | cost                           | BudgetExceeded             |
+| cost                      | cost                           | BudgetExceeded, BudgetWarning |
 | anomaly                   | anomalies, remediation         | Remediation                |
 
 Server-side apply removes fields a manager applied before and leaves out, so a

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from statictrain import envvars
+from statictrain import envvars, redact
 
 from .app import build
 from .nvml import NvmlApi
@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    redact.install()  # no credentials or URL tokens in any log line
     try:
         settings = _settings(args)
     except SettingsError as e:

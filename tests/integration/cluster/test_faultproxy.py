@@ -1,8 +1,8 @@
-"""The fault-injecting proxy in front of the real API server: transparent, then 429/503/409, after-write 503, outage.
+"""The fault-injecting proxy in front of the real API server: transparent, then 429/503/409, after-write 503,
+resets, read faults, outage.
 
 This checks the harness itself (with kubectl, which shares no code with it); the
-operator's behaviour behind it (cases 4 and 5) is left for after the operator
-runtime restructuring (#17).
+operator behind it (cases 4 and 5) is tests/integration/operator/test_outage.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from statictrain_localcluster.cluster import LocalCluster
-from statictrain_localcluster.faultproxy import AFTER_WRITE, FaultProxy, write_kubeconfig
+from statictrain_localcluster.faultproxy import AFTER_WRITE, RESET, FaultProxy, write_kubeconfig
+from statictrain_localcluster.waiting import eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -99,7 +100,38 @@ def test_an_outage_refuses_every_request_and_ends(cluster: LocalCluster, namespa
         proxy.stop()
 
 
+def test_resets_read_faults_and_an_outage_that_cuts_open_watches(
+    cluster: LocalCluster, namespace: str, tmp_path: Path
+) -> None:
+    proxy = FaultProxy(cluster.kubeconfig, write_faults={RESET: 1.0}).start()
+    try:
+        assert via(proxy, cluster, tmp_path, "create", "configmap", "r", "-n", namespace).returncode != 0
+        assert configmaps(cluster, namespace) == set() and proxy.counts[RESET] >= 1  # closed, not forwarded
+        proxy.write_faults, proxy.read_faults = {}, {503: 1.0}
+        out = via(proxy, cluster, tmp_path, "get", "namespace", namespace)
+        assert out.returncode != 0 and "ServiceUnavailable" in out.stderr  # kubectl's discovery read it first
+        proxy.read_faults = {}
+        kubeconfig = write_kubeconfig(proxy, tmp_path / "watch.kubeconfig")
+        watch = subprocess.Popen([str(cluster.bin_dir / "kubectl"), "--kubeconfig", str(kubeconfig), "get",
+                                  "configmaps", "-n", namespace, "--watch", "-o", "name", "--request-timeout=0"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            eventually(lambda: proxy._open, 30, "the watch to be open")
+            with proxy.outage():
+                watch.wait(60)  # the open watch ended with the outage
+            assert proxy.counts["cut"] >= 1
+        finally:
+            watch.kill()
+            watch.wait()
+    finally:
+        proxy.stop()
+
+
 def test_bad_fault_settings_say_what_is_allowed(cluster: LocalCluster) -> None:
     for faults in ({500: 0.5}, {429: 0.7, 503: 0.7}, {429: -0.1}):
         with pytest.raises(ValueError, match="shares"):
             FaultProxy(cluster.kubeconfig, write_faults=faults)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"read_faults .* shares .* of 429, 503, reset"):
+        FaultProxy(cluster.kubeconfig, read_faults={409: 0.1})
+    with pytest.raises(ValueError, match="latency_s"):
+        FaultProxy(cluster.kubeconfig, latency_s=-1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -25,8 +26,10 @@ from typing import Any
 import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from statictrain import labels, metrics
 from statictrain.promql import selector
+from statictrain_localcluster.browser import check_page
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.waiting import eventually
 from statictrain_operator.cost.annotator import PRICE_NOTES
@@ -351,7 +354,7 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
 
 
 def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
-    cluster: LocalCluster, crd: None, runtime: tuple[CostDriver, str]
+    cluster: LocalCluster, crd: None, runtime: tuple[CostDriver, str], tmp_path: Path
 ) -> None:
     rt, _ = runtime
     tag = uuid.uuid4().hex[:6]
@@ -441,7 +444,11 @@ def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
             text=True,
             check=True,
         ).stdout
-        assert html.count("<svg") == 3 and "<script" not in html
+        assert html.count('class="chart"') == 5 and "<script" not in html
+        if shutil.which("chromium"):  # the report of real accounting, in a real browser
+            page = tmp_path / "report.html"
+            page.write_text(html)
+            assert check_page(page).problems == []
     finally:
         for ns in namespaces:
             cluster.kubectl("delete", "namespace", ns, "--wait=false", check=False)
@@ -533,6 +540,95 @@ def test_progress_and_compile_reach_the_job_status(
         assert got["compile"] == {"seconds": "30.500", "cacheHit": True}
         table = cluster.kubectl("get", labels.PLURAL, name, "-n", namespace).stdout
         assert "120" in table.splitlines()[1]
+    finally:
+        cluster.remove_scrape_target(target)
+        server.shutdown()
+        server.server_close()
+
+
+class SteppingSidecar:
+    """A stand-in sidecar whose trainer steps ``rate`` times a second from ``t0`` on, at 90 % GPU utilization.
+
+    Values are computed at scrape time, so every sample the real Prometheus takes is exact: the step counter
+    rises at every sample (steady windows) and the oracle cost per step is one GPU's hourly price / 3600 / rate.
+    """
+
+    def __init__(self, ids: tuple[str, ...], rate: float) -> None:
+        self.ids, self.rate, self.t0 = ids, rate, time.time()
+
+    def step(self) -> float:
+        return float(int(self.rate * (time.time() - self.t0)))
+
+    def collect(self) -> Iterator[Any]:
+        names = [*labels.METRIC_LABELS, "pod", "pod_uid"]
+        s = self.step()
+        util = GaugeMetricFamily(metrics.GPU_UTILIZATION_RATIO, "u", labels=[*names, "gpu"])
+        util.add_metric([*self.ids, "0"], 0.9)
+        step = GaugeMetricFamily(metrics.TRAIN_STEP, "step", labels=names)
+        step.add_metric(list(self.ids), s)
+        steps = CounterMetricFamily(metrics.TRAIN_STEPS_TOTAL.removesuffix("_total"), "steps", labels=names)
+        steps.add_metric(list(self.ids), s)
+        yield from (util, step, steps)
+
+
+def test_projected_cost_and_budget_warning_before_the_limit(
+    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostDriver, str]
+) -> None:
+    """A job of maxSteps 100000 stepping 10 times a second on one p5 GPU (about 4.18 $/h) with a 1 $ budget:
+    after a few cents its status projects about 11.6 $ and BudgetWarning turns True (one Warning Event) while
+    nothing is exceeded yet. Oracle: cost per step = the node's one-GPU price / 3600 / 10 (the scenario's rate,
+    not our code), projected = usd + (100000 - step) x that."""
+    rt, _ = runtime
+    commit, name, max_steps, rate = f"c{uuid.uuid4().hex[:7]}", "projected", 100_000, 10.0
+    body = yaml.safe_load(stj(name, namespace, commit, {"limitUSD": "1", "onExceeded": "Notify"}))
+    body["spec"]["training"] = {"maxSteps": max_steps}
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+    cluster.kubectl("apply", "-f", "-", input=worker(name, namespace, commit))
+    pod = eventually(lambda: running(cluster, namespace, f"{name}-worker-0"), what="worker Running")
+    uid = pod["metadata"]["uid"]
+    reg = CollectorRegistry()
+    sidecar = SteppingSidecar((name, namespace, commit, "t", f"{name}-worker-0", uid), rate)
+    reg.register(sidecar)  # type: ignore[arg-type]
+    port = free_port()
+    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
+    target = f"st-stepping-{uuid.uuid4().hex[:6]}"
+    cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
+    try:
+        eventually(scraped(cluster, metrics.TRAIN_STEPS_TOTAL, uid), what="step counter scraped")
+        time.sleep(3)  # samples before the first window, so it can be steady
+        rt.tick()
+        node = kget(cluster, "node", pod["spec"]["nodeName"])
+        per_step = one_gpu_hourly(node) / 3600 / Decimal(str(rate))
+
+        def steady() -> dict[str, Any] | None:
+            time.sleep(3)
+            rt.tick()
+            cost: dict[str, Any] = kget(cluster, "stj", "-n", namespace, name)["status"]["cost"]
+            return cost if cost.get("steadyUSDPerStep") else None
+
+        cost = eventually(steady, 120, "a steady accounting window")
+        job = kget(cluster, "stj", "-n", namespace, name)
+        measured = Decimal(cost["steadyUSDPerStep"])
+        assert abs(measured / per_step - 1) < Decimal("0.05"), (measured, per_step)
+        usd, projected = Decimal(cost["usd"]), Decimal(cost["projectedUSD"])
+        step = Decimal(cost["stepMark"])
+        oracle = usd + (max_steps - step) * per_step
+        assert abs(projected / oracle - 1) < Decimal("0.05"), (projected, oracle, cost)
+        assert f"steps left to maxSteps {max_steps}" in cost["projectedBasis"], cost
+        assert usd < 1 < projected  # warned before the spend reaches the limit
+        conds = {c["type"]: c for c in job["status"].get("conditions") or []}
+        assert conds["BudgetWarning"]["status"] == "True", conds
+        assert conds["BudgetWarning"]["reason"] == "ProjectedOverBudget"
+        assert "BudgetExceeded" not in conds
+        for _ in range(2):
+            time.sleep(1)
+            rt.tick()
+        events = kget(cluster, "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")["items"]
+        assert [e["reason"] for e in events].count("BudgetWarning") == 1, events
+        table = cluster.kubectl("get", "stj", name, "-n", namespace).stdout.splitlines()
+        col = table[0].index("PROJECTED-USD")  # columns are aligned; PHASE and REPLICAS are empty here
+        shown = table[1][col:].split()[0]
+        assert Decimal(shown) > 1, table
     finally:
         cluster.remove_scrape_target(target)
         server.shutdown()

@@ -28,8 +28,9 @@ def wait_bound(cluster: Any, namespace: str, pod: str) -> str:
 
 
 def prices(group: str) -> list[dict[str, Any]]:
-    # Per unit of work (data/throughput.csv: H100 3.17, A100 1.0, L4 0.39): h100-spot 5.00/3.17 = 1.6 $/h,
-    # h100-od 12.29/3.17 = 3.9, a100-od 4.10/1.0 = 4.1, l4-od 2.00/0.39 = 5.1 (per GPU-hour / throughput).
+    # Per unit of work (core/src/statictrain/data/throughput.csv: H100 3.17, A100 1.0, L4 0.39):
+    # h100-spot 5.00/3.17 = 1.6 $/h, h100-od 12.29/3.17 = 3.9, a100-od 4.10/1.0 = 4.1, l4-od 2.00/0.39 = 5.1
+    # (per GPU-hour / throughput).
     return [
         gpu_node(f"{group}-h100-od", group, "NVIDIA-H100-80GB-HBM3", 8, capacity="on-demand", hourly="98.32"),
         gpu_node(f"{group}-h100-spot", group, "NVIDIA-H100-80GB-HBM3", 8, capacity="spot", hourly="40.00"),

@@ -90,11 +90,16 @@ def free_port() -> int:
 class Operator:
     """The real operator (statictrain-operator) as a subprocess watching one namespace."""
 
-    def __init__(self, cluster: Any, namespace: str, log_dir: pathlib.Path, **settings: Any) -> None:
+    def __init__(self, cluster: Any, namespace: str, log_dir: pathlib.Path, kubeconfig: pathlib.Path | None = None,
+                 **settings: Any) -> None:
         self.cluster = cluster
+        self.kubeconfig = kubeconfig or cluster.kubeconfig
+        """The API server it talks to (the cluster's, or a fault proxy's)."""
         self.namespace = namespace
         self.log_dir = log_dir
         self.settings = settings
+        self.name = ""
+        """Tells the log files of several operators of one test apart."""
         self.health_port = free_port()
         self.metrics_port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
@@ -126,12 +131,12 @@ class Operator:
         exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
         assert exe, "statictrain-operator is not installed in this environment"
         self.starts += 1
-        self.log = log = (self.log_dir / f"operator-{self.starts}.log").open("wb")
+        self.log = log = (self.log_dir / f"operator-{self.name}{self.starts}.log").open("wb")
         self.proc = subprocess.Popen(
             [
                 exe,
                 "--kubeconfig",
-                str(self.cluster.kubeconfig),
+                str(self.kubeconfig),
                 "--liveness",
                 f"http://127.0.0.1:{self.health_port}/healthz",
             ],
@@ -160,7 +165,8 @@ class Operator:
             self.log.close()
 
     def logs(self) -> str:
-        return "\n".join(p.read_text(errors="replace") for p in sorted(self.log_dir.glob("operator-*.log")))
+        logs = sorted(self.log_dir.glob(f"operator-{self.name}[0-9]*.log"))
+        return "\n".join(p.read_text(errors="replace") for p in logs)
 
 
 @pytest.fixture(scope="session")
@@ -184,8 +190,9 @@ def make_operator(
     """Factory: make_operator(**settings) returns a started operator (stopped after the test)."""
     made: list[Operator] = []
 
-    def make(start: bool = True, watch: str | None = None, **settings: Any) -> Operator:
-        op = Operator(cluster, watch or namespace, tmp_path, **settings)
+    def make(start: bool = True, watch: str | None = None, kubeconfig: pathlib.Path | None = None,
+             **settings: Any) -> Operator:
+        op = Operator(cluster, watch or namespace, tmp_path, kubeconfig, **settings)
         made.append(op)
         if start:
             op.start()

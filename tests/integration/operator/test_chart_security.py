@@ -49,7 +49,7 @@ CLUSTER_SCOPED = {
 WATCHED = {
     *((r, v) for r in ("events", "events.events.k8s.io") for v in ("create", "patch")),
     *(("statictrainingjobs.statictrain.io", v) for v in ("get", "list", "watch", "patch", "delete")),
-    *((f"statictrainingjobs.statictrain.io/{s}", v) for s in ("status", "scale") for v in ("get", "patch")),
+    *(("statictrainingjobs.statictrain.io/status", v) for v in ("get", "patch")),  # no /scale: remediation patches spec
     *(("jobs.batch", v) for v in ("get", "list", "watch", "create", "patch", "delete")),
     *(("services", v) for v in ("get", "list", "watch", "create")),
     ("persistentvolumeclaims", "create"),

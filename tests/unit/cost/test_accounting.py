@@ -354,3 +354,15 @@ def test_a_restarted_operator_resumes_nodes_from_the_saved_state_and_exports_the
         "statictrain_job_cost_usd_total", {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
     )
     assert job_after == pytest.approx((job_before or 0) + 9 * 300 / 3600)
+
+
+def test_projected_cost_gauge_follows_the_projection_and_ends_without_one() -> None:
+    reg = CollectorRegistry()
+    m = CostMetrics(reg)
+    lv = ("a", "ns", "c1", "t")
+    want = {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+    m.set_job_gauges(lv, usd_per_1m=None, budget=20.0, projected=26.5)
+    assert reg.get_sample_value("statictrain_job_projected_cost_usd", want) == 26.5
+    m.set_job_gauges(lv, usd_per_1m=None, budget=20.0, projected=None)  # e.g. the job lost its end
+    assert reg.get_sample_value("statictrain_job_projected_cost_usd", want) is None
+    assert reg.get_sample_value("statictrain_job_budget_usd", want) == 20.0

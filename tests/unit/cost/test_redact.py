@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from statictrain.redact import HIDDEN, RedactingFilter, redact, safe_url
+from statictrain.redact import HIDDEN, RedactingFilter, install, redact, safe_url
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 
 SECRETS = ("s3cr3t-pass", "s3cr3t-token", "s3cr3t-frag", "alice")
@@ -67,6 +67,28 @@ def test_the_logging_filter_redacts_messages_arguments_and_tracebacks() -> None:
         logger.removeHandler(handler)
     assert records and not any(s in r for r in records for s in SECRETS), records
     assert "http://h/" in records[0] and "RuntimeError" in records[1]
+
+
+def test_install_filters_every_handler_once_and_catches_records_of_child_loggers() -> None:
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(self.format(record))
+
+    parent, handler = logging.getLogger("test-install"), Keep()
+    parent.addHandler(handler)
+    try:
+        install()  # the root logger's handlers (pytest's own, here)
+        assert install("test-install") == 1  # only the new handler; the root's have theirs already
+        assert install("test-install") == 0
+        # a record of a child logger reaches the parent's handler: a logger-level filter would miss it
+        logging.getLogger("test-install.child").warning("password=%s", "s3cr3t-pass")
+    finally:
+        parent.removeHandler(handler)
+        for h in logging.getLogger().handlers:
+            h.filters[:] = [f for f in h.filters if not isinstance(f, RedactingFilter)]
+    assert records == [f"password={HIDDEN}"]
 
 
 def test_prometheus_errors_never_quote_credentials(echoing_prometheus: int) -> None:

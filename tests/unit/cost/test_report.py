@@ -6,17 +6,22 @@ import argparse
 import io
 import itertools
 import json
+import shutil
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from statictrain.cost import Sample
+from statictrain_localcluster.browser import check_page
 from statictrain_operator.cli import build_parser, run_report
 from statictrain_operator.prom import Series
 from statictrain_operator.report.fetch import _chunks, fetch, job_filters
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
 from statictrain_operator.report.status import status_report
+from statictrain_operator.report.summary import commit_order, sentences, worst_regression
+from statictrain_operator.report.svg import nice_ticks, num
 from statictrain_operator.report.text import to_csv, to_json, to_table
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
@@ -119,11 +124,14 @@ def test_renderers_are_deterministic_and_agree() -> None:
     assert "c1" in table and "(jobs+idle)/nodes = 1.075000" in table
 
 
-def test_html_is_self_contained_with_three_charts() -> None:
-    jobs, nodes = scenario()
+def test_html_is_self_contained_with_five_charts() -> None:
+    jobs, nodes = split_scenario()
     jobs["usd"].append(counter(lambda h: 1.0, jl("<script>alert(1)</script>", "ns3", "x")))
     html = to_html(build_report(W, "job", jobs, nodes))
-    assert html.count("<svg") == 3
+    assert html.count("<svg") == html.count('class="chart"') == 5
+    assert "no data" not in html
+    no_split = to_html(build_report(W, "job", *scenario()))  # series from before whole-pod pricing
+    assert no_split.count('class="chart"') == 4 and "no data" in no_split
     assert "<script" not in html and "http://" not in html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert "&lt;script&gt;" in html
 
@@ -258,3 +266,134 @@ def test_a_series_replaced_by_another_is_counted_in_full_even_above_the_old_valu
     new = counter(lambda h: None if h < 3 else 9.0 + (h - 3), jl("a", "ns1", "c1") | {"instance": "2"})
     r = build_report(W, "job", {"usd": [old, new]}, {})
     assert [round(row.usd, 9) for row in r.rows] == [5.0 + 10.0]
+
+
+def split_scenario() -> tuple[dict[str, list[Series]], dict[str, list[Series]]]:
+    """Node 10 $/h for 4 h. nlp/train-a (commit c1): 4 $/h (GPU 3, CPU 0.5, memory 0.5), 0.5 $/h of it on idle
+    GPUs, 1M tokens/h: 4 $/1M. nlp/train-b (commit c2) from 2 h: 3 $/h (GPU 2.4, CPU 0.3, memory 0.3),
+    0.5M tokens/h: 6 $/1M, +50 %. Unallocated: 10 - 4 - 3 (from 2 h) = 18 $ in all."""
+    a, b = jl("train-a", "nlp", "c1"), jl("train-b", "nlp", "c2")
+
+    def job_a(rate: float) -> Series:
+        return counter(lambda h: rate * h, a)
+
+    def job_b(rate: float) -> Series:
+        return counter(lambda h: None if h < 2 else rate * (h - 2), b)
+
+    jobs = {
+        "usd": [job_a(4), job_b(3)],
+        "gpu_usd": [job_a(3), job_b(2.4)],
+        "cpu_usd": [job_a(0.5), job_b(0.3)],
+        "memory_usd": [job_a(0.5), job_b(0.3)],
+        "idle_usd": [job_a(0.5)],
+        "tokens": [job_a(1e6), job_b(5e5)],
+    }
+    nodes = {
+        "node_usd": [counter(lambda h: 10 * h, {"node": "n1"})],
+        "node_idle_usd": [counter(lambda h: 6 * h if h <= 2 else 12 + 3 * (h - 2), {"node": "n1"})],
+    }
+    return jobs, nodes
+
+
+def test_summary_names_spender_idle_waste_and_regression() -> None:
+    r = build_report(W, "job", *split_scenario())
+    assert r.job_buckets[("nlp", "train-b")] == pytest.approx([0, 0, 3, 3])
+    assert r.job_commits == {("nlp", "train-a"): "c1", ("nlp", "train-b"): "c2"}
+    assert commit_order(r) == ["c1", "c2"]
+    assert sentences(r) == [
+        "Biggest spender: job nlp/train-a (commit c1), 16.00 USD, 73% of all job cost in the window.",
+        "Biggest idle waste: unallocated node capacity (nobody's pods), 18.00 USD, 45% of node cost.",
+        "Worst $/token regression: commit c2 at 6.00 USD per 1M tokens, +50% against commit c1 before it "
+        "(4.00 USD).",
+    ]
+
+
+def test_summary_without_regression_or_comparison() -> None:
+    jobs, nodes = split_scenario()
+    jobs["tokens"][1] = counter(lambda h: None if h < 2 else 2e6 * (h - 2), jl("train-b", "nlp", "c2"))
+    cheaper = build_report(W, "job", jobs, nodes)
+    assert worst_regression(cheaper)[0] is None
+    assert sentences(cheaper)[2] == (
+        "Worst $/token regression: none, no commit costs more per token than the one before it."
+    )
+    one = build_report(W, "job", jobs, nodes, filters={"commit": ["c1"]})
+    one.commit_tokens.pop("c2")
+    assert sentences(one)[2].endswith("fewer than two commits trained tokens in the window.")
+
+
+def test_idle_waste_can_be_a_job() -> None:
+    jobs, nodes = split_scenario()
+    jobs["idle_usd"] = [counter(lambda h: 5 * h, jl("train-a", "nlp", "c1"))]
+    assert sentences(build_report(W, "job", jobs, nodes))[1] == (
+        "Biggest idle waste: job nlp/train-a (allocated GPUs left idle), 20.00 USD, 50% of node cost."
+    )
+
+
+@pytest.mark.parametrize(
+    ("top", "want"),
+    [
+        (16.0, [0, 5, 10, 15, 20]),
+        (9.0, [0, 2.5, 5, 7.5, 10]),
+        (0.0123, [0, 0.005, 0.01, 0.015]),
+        (1.0, [0, 0.25, 0.5, 0.75, 1.0]),
+        (0.0, [0, 1]),
+        (float("nan"), [0, 1]),
+    ],
+)
+def test_nice_ticks_cover_the_top_in_round_steps(top: float, want: list[float]) -> None:
+    assert nice_ticks(top) == pytest.approx(want)
+
+
+def test_tick_labels_are_plain_decimals() -> None:
+    assert [num(v) for v in (0, 0.005, 2.5, 10, 1234.5, 0.000012)] == ["0", "0.005", "2.5", "10", "1,234", "0.000012"]
+
+
+def test_html_charts_have_units_and_marks() -> None:
+    html = to_html(build_report(W, "job", *split_scenario()))
+    for unit in ("USD (cumulative)", "USD per 1 h", "USD per 1M tokens", "time (UTC, 2026-03-01)", "%"):
+        assert unit in html
+    assert html.index('id="summary"') < html.index("<svg")  # the summary comes first
+    assert html.count('class="mark"') >= 5
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (make system-deps)")
+def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
+    """Real headless Chromium loads the report: no console errors, every chart drew data marks."""
+    page = tmp_path / "report.html"
+    page.write_text(to_html(build_report(W, "job", *split_scenario())))
+    check = check_page(page, screenshot=tmp_path / "report.png")
+    assert check.problems == []
+    assert set(check.charts) == {
+        "cost so far per job",
+        "cost per namespace",
+        "cost split per job",
+        "USD per 1M tokens per commit",
+        "idle share",
+    }
+    # 2 lines; 6 columns (a in 4 buckets, b in 2); 6 split parts; 2 commits; 3 idle parts
+    assert check.charts == {
+        "cost so far per job": 2,
+        "cost per namespace": 4,
+        "cost split per job": 6,
+        "USD per 1M tokens per commit": 2,
+        "idle share": 3,
+    }
+    assert (tmp_path / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (make system-deps)")
+def test_the_browser_check_catches_errors_and_empty_charts(tmp_path: Path) -> None:
+    page = tmp_path / "broken.html"
+    page.write_text(
+        '<!DOCTYPE html><html><body><img src="missing.png"><script>console.error("boom"); nope();</script>'
+        '<svg class="chart" data-chart="empty" width="100" height="100"><rect class="mark" width="0" height="9"/>'
+        "</svg></body></html>"
+    )
+    problems = check_page(page).problems
+    assert "chart 'empty' drew nothing" in problems
+    assert any("boom" in p for p in problems)
+    assert any("nope is not defined" in p for p in problems)
+    assert any("missing.png" in p for p in problems)

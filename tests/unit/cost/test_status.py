@@ -30,7 +30,8 @@ def test_first_increment() -> None:
     assert c["idleUSD"] == "0.500000000"
     assert c["usdPer1MTokens"] == "2.000000000"
     assert c["usdPerStep"] == "0.020000000"
-    assert c["projectedUSD"] == "2.000000000"
+    assert c["projectedUSD"] == ""  # no maxSteps or maxTokens: no end to project to
+    assert c["projectedBasis"] == "no maxSteps or maxTokens: the end is unknown"
     assert c["updated"] == "2026-03-01T00:00:30Z"
     assert all(isinstance(v, str) for v in c.values())
 
@@ -44,9 +45,38 @@ def test_running_totals_survive_through_status_only() -> None:
 
 
 def test_counted_steps_and_projection_to_total_steps() -> None:
-    c = accumulate(None, inc("10", steps=250), now=NOW, progress={"step": 7, "totalSteps": 1000})
+    c = accumulate(None, inc("10", steps=250), now=NOW, training={"maxSteps": 1000}, progress={"stepSeconds": "0.5"})
     assert c["usdPerStep"] == "0.040000000"
-    assert c["projectedUSD"] == "40.000000000"
+    assert c["projectedUSD"] == "40.000000000"  # no steady window yet: the mean cost per step so far
+    assert c["projectedBasis"] == (
+        "750 steps left to maxSteps 1000 x 0.040000 USD/step (mean so far incl. compile and start-up);"
+        " ETA 375 s at 0.500 s/step"
+    )
+
+
+def test_projection_uses_the_latest_steady_window_and_keeps_it_through_unsteady_ones() -> None:
+    steady = JobCost(
+        "ns", "j", usd=Decimal(6), steps=100, executed_steps=100, steady=True, steady_usd=Decimal(2), step_mark=300
+    )
+    prev = {"usd": "4", "steps": "200", "stepMark": "200", "updated": "2026-03-01T00:00:00Z"}
+    c1 = accumulate(prev, steady, now=NOW, training={"maxSteps": 1000})
+    assert c1["steadyUSDPerStep"] == "0.020000000"
+    assert c1["projectedUSD"] == "24.000000000"  # 10 USD so far + 700 steps x 0.02
+    stall = JobCost("ns", "j", usd=Decimal(1), steps=0, executed_steps=0, step_mark=300)
+    c2 = accumulate(c1, stall, now=NOW, training={"maxSteps": 1000})
+    assert c2["steadyUSDPerStep"] == "0.020000000"
+    assert c2["projectedUSD"] == "25.000000000"  # the stall's dollar is spent; the rest still at 0.02
+    done = accumulate(c2, None, now=NOW, training={"maxSteps": 1000}, finished=True)
+    assert done["projectedUSD"] == done["usd"] == "11.000000000"
+
+
+def test_projection_to_max_tokens_uses_the_measured_tokens_per_step() -> None:
+    c = accumulate(None, inc("1", tokens=100_000, steps=100), now=NOW, training={"maxTokens": 1_000_000})
+    assert c["projectedUSD"] == "10.000000000"  # 1000 steps in all at 1000 tokens/step, 0.01 USD/step
+    both = accumulate(
+        None, inc("1", tokens=100_000, steps=100), now=NOW, training={"maxTokens": 10**6, "maxSteps": 500}
+    )
+    assert both["projectedUSD"] == "5.000000000"  # maxSteps comes first
 
 
 def test_no_increment_moves_only_updated_and_no_tokens_leaves_blank() -> None:
@@ -81,3 +111,15 @@ def test_lost_work_is_priced_from_the_status_history() -> None:
         "80",
         "110.000",
     )
+
+
+def test_before_a_steady_window_this_windows_cost_per_step_without_compile_stands_in() -> None:
+    compiling = JobCost(
+        "ns", "j", usd=Decimal(5), compile_usd=Decimal(1), steps=100, executed_steps=100, step_mark=100
+    )
+    c = accumulate(None, compiling, now=NOW, training={"maxSteps": 1000})
+    assert c["steadyUSDPerStep"] == ""  # nothing to keep: the window was not steady
+    assert c["projectedUSD"] == "41.000000000"  # 5 + 900 x (5 - 1) / 100
+    assert "(latest window, compile excluded, not steady)" in c["projectedBasis"]
+    all_compile = JobCost("ns", "j", usd=Decimal(5), compile_usd=Decimal(5), steps=1, executed_steps=1, step_mark=1)
+    assert "(mean so far" in accumulate(None, all_compile, now=NOW, training={"maxSteps": 10})["projectedBasis"]

@@ -3,6 +3,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_extender.decisions import UNKNOWN_NODE, BadRequestError, filter_result, prioritize_result
 from statictrain_extender.policy import (
     CAPACITY_TYPES_ANNOTATION,
@@ -11,7 +12,6 @@ from statictrain_extender.policy import (
 )
 from statictrain_extender.scoring import Weights
 from statictrain_extender.state import ClusterState
-from statictrain_extender.throughput import DEFAULT_RELATIVE_THROUGHPUT
 
 from .builders import node_obj, pod_obj
 

@@ -6,13 +6,13 @@ from typing import Any
 
 import pytest
 from statictrain import envvars
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT as D
 from statictrain_extender.decisions import prioritize_result
 from statictrain_extender.estimates import EstimateLog, PodNote
 from statictrain_extender.kubewatch import event_body
 from statictrain_extender.policy import pod_view
 from statictrain_extender.scoring import Weights, cost_per_work, gang_cost_per_work
 from statictrain_extender.state import ClusterState
-from statictrain_extender.throughput import DEFAULT_RELATIVE_THROUGHPUT as D
 
 from .builders import info, node_obj, pod_obj
 

@@ -1,8 +1,7 @@
 import math
 
 import pytest
-from statictrain_extender.gpus import gpu_family
-from statictrain_extender.throughput import (
+from statictrain.throughput import (
     DEFAULT_RELATIVE_THROUGHPUT,
     INFERRED,
     MEASURED,
@@ -10,6 +9,7 @@ from statictrain_extender.throughput import (
     job_throughput,
     parse_table,
 )
+from statictrain_extender.gpus import gpu_family
 
 D = DEFAULT_RELATIVE_THROUGHPUT
 

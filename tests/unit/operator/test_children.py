@@ -209,6 +209,32 @@ def test_per_job_checkpoint_claim_unless_the_spec_names_one_or_it_is_switched_of
     assert volumes[children.CHECKPOINT_VOLUME] == {"name": "checkpoint", "emptyDir": {}}
 
 
+def test_profile_token_secret_is_per_job_random_and_mounted_in_the_sidecar_only() -> None:
+    o = b.owner()
+    assert children.profile_token_secret(o, SETTINGS) is None  # off by default: /profile refuses everything
+    on = Settings(profile_token=True)
+    secret = children.profile_token_secret(o, on)
+    again = children.profile_token_secret(o, on)
+    assert secret is not None and again is not None
+    assert secret["kind"] == "Secret" and secret["metadata"]["name"] == "gpt2-profile-token" and secret["immutable"]
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == "uid-1"  # deleted with the job
+    token = secret["stringData"]["token"]
+    assert len(token) >= 32 and token != again["stringData"]["token"]  # random, long enough for the sidecar
+    pod = children.worker_job(o, on)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    secret_volume = volumes[children.PROFILE_TOKEN_VOLUME]["secret"]
+    assert secret_volume == {"secretName": "gpt2-profile-token", "defaultMode": 0o440}
+    sidecar, trainer = pod["initContainers"][0], pod["containers"][0]
+    env = {e["name"]: e.get("value") for e in sidecar["env"]}
+    assert env[envvars.PROFILE_TOKEN_FILE] == f"{children.PROFILE_TOKEN_DIR}/token"
+    assert {"name": children.PROFILE_TOKEN_VOLUME, "mountPath": children.PROFILE_TOKEN_DIR,
+            "readOnly": True} in sidecar["volumeMounts"]
+    assert children.PROFILE_TOKEN_VOLUME not in {m["name"] for m in trainer["volumeMounts"]}
+    assert envvars.PROFILE_TOKEN_FILE not in {e["name"] for e in trainer["env"]}
+    off_pod = children.worker_job(o, SETTINGS)["spec"]["template"]["spec"]
+    assert children.PROFILE_TOKEN_VOLUME not in {v["name"] for v in off_pod["volumes"]}
+
+
 @pytest.mark.parametrize(("grace", "want_pod", "want_agent"), [(None, 120, "115"), (30, 30, "25"), (3, 3, "1")])
 def test_grace_period_from_the_spec_reaches_the_pod_and_torchrun(grace: int | None, want_pod: int,
                                                                  want_agent: str) -> None:

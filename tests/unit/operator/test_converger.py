@@ -149,3 +149,40 @@ def test_status_writes_wait_while_another_jobs_children_are_being_created() -> N
         assert api.writes.count("apply StaticTrainingJob/status") == 2
 
     asyncio.run(go())
+
+
+class Down(FakeKube):
+    """The API server unreachable: every call fails, as aiohttp's connection errors do."""
+
+    def __init__(self, up: FakeKube) -> None:
+        super().__init__(clock=lambda: NOW)
+        self.objects, self.writes = up.objects, up.writes
+        self.calls = 0
+        self.down = True
+
+    async def create(self, res: port.Resource, body: Any) -> dict[str, Any] | None:
+        self.calls += 1
+        if self.down:
+            raise ConnectionRefusedError("connection refused")
+        return await super().create(res, body)
+
+
+def test_api_errors_are_retried_after_growing_jittered_waits_and_converge_once_it_is_back(api: FakeKube) -> None:
+    down = Down(api)
+    c = make(down, {KEY: view(api)})
+    waits: list[float] = []
+
+    async def scenario() -> None:
+        c.later = lambda key, delay=None: waits.append(delay)  # type: ignore[method-assign]
+        for _ in range(8):
+            await c.converge(KEY)
+        down.down = False
+        await c.converge(KEY)
+
+    asyncio.run(scenario())
+    assert len(waits) == 8 and all(w is not None for w in waits)
+    ceilings = [min(c.rt.settings.backoff_max_s, c.rt.settings.requeue_s * 2**i) for i in range(8)]
+    assert all(ceil / 2 <= w <= ceil for w, ceil in zip(waits, ceilings, strict=True)), waits
+    assert waits[-1] >= c.rt.settings.backoff_max_s / 2  # bounded: it stopped growing at the bound
+    assert KEY not in c.backoff.failures  # the success reset it
+    assert sorted(api.writes[:3]) == ["create Job", "create PersistentVolumeClaim", "create Service"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -13,10 +14,11 @@ from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain_operator.cli import build_parser
 from statictrain_operator.estimate import (
-    NO_THROUGHPUT_TABLE,
+    NO_HISTORY,
     JobShape,
     Offer,
     estimate,
+    infer_speeds,
     job_shape,
     offers_from_catalog,
     offers_from_nodes,
@@ -50,23 +52,30 @@ def offer(fam: str, usd: str, cap: str = "on-demand", gpus: int = 8) -> Offer:
 OFFERS = [offer("H100", "4"), offer("H100", "5"), offer("A100", "2"), offer("L4", "1", "spot", gpus=1)]
 # H100 1.0 s/step, A100 2.5 s/step: 2 GPUs x 4 $ x 1 h = 8 $ on H100, 2 x 2 $ x 2.5 h = 10 $ on A100
 SPEEDS = {"H100": Speed(1000.0, 1.0, 3), "A100": Speed(400.0, 2.5, 1)}
+# Oracle from data/throughput.csv's rows (H100 3.17, A100 1.0, L4 0.39), worked by hand: the job's
+# A100-equivalent step time is the geometric mean of 1.0 s x 3.17 and 2.5 s x 1.0; on L4 it is that / 0.39.
+L4_STEP_S = math.sqrt(3.17 * 1.0 * 2.5 * 1.0) / 0.39
 
 # (id, shape, offers, speeds, want [(family, capacity, $/h, hours, $)], want note fragment)
 CASES: list[tuple[str, JobShape, list[Offer], dict[str, Speed], list[tuple[Any, ...]], str]] = [
     (
-        "measured: cheapest total first, unmeasured last",
+        "measured, and L4 inferred from them by the table: cheapest total first",
         shape(),
         OFFERS,
         SPEEDS,
-        [("H100", "on-demand", "8", 1.0, "8"), ("A100", "on-demand", "4", 2.5, "10"), ("L4", "spot", "2", None, None)],
+        [
+            ("H100", "on-demand", "8", 1.0, 8.0),
+            ("A100", "on-demand", "4", 2.5, 10.0),
+            ("L4", "spot", "2", L4_STEP_S, 2 * L4_STEP_S),
+        ],
         "",
     ),
     (
-        "gpuModels filter and order kept out of the ranking",
+        "gpuModels filter and order kept out of the ranking; inferred from a model the spec excludes",
         shape(gpu_models=("A100", "L4")),
         OFFERS,
         SPEEDS,
-        [("A100", "on-demand", "4", 2.5, "10"), ("L4", "spot", "2", None, None)],
+        [("A100", "on-demand", "4", 2.5, 10.0), ("L4", "spot", "2", L4_STEP_S, 2 * L4_STEP_S)],
         "",
     ),
     (
@@ -74,8 +83,28 @@ CASES: list[tuple[str, JobShape, list[Offer], dict[str, Speed], list[tuple[Any, 
         shape(capacity_types=("spot",)),
         OFFERS,
         SPEEDS,
-        [("L4", "spot", "2", None, None)],
-        NO_THROUGHPUT_TABLE,
+        [("L4", "spot", "2", L4_STEP_S, 2 * L4_STEP_S)],
+        "",
+    ),
+    (
+        "no history: time unknown, ordered by $ per unit of work (H100 8/3.17, A100 4/1.0, L4 2/0.39)",
+        shape(),
+        OFFERS,
+        {},
+        [
+            ("H100", "on-demand", "8", None, None),
+            ("A100", "on-demand", "4", None, None),
+            ("L4", "spot", "2", None, None),
+        ],
+        NO_HISTORY,
+    ),
+    (
+        "history only on a model the table does not know: nothing inferred",
+        shape(),
+        [offer("H100", "4"), offer("Z9000", "1")],
+        {"Z9000": Speed(None, 1.0, 1)},
+        [("Z9000", "on-demand", "2", 1.0, 2.0), ("H100", "on-demand", "8", None, None)],
+        "",
     ),
     (
         "node too small for one replica",
@@ -90,7 +119,15 @@ CASES: list[tuple[str, JobShape, list[Offer], dict[str, Speed], list[tuple[Any, 
         shape(max_steps=None, max_tokens=7_200_000),
         [offer("H100", "4")],
         SPEEDS,
-        [("H100", "on-demand", "8", 1.0, "8")],
+        [("H100", "on-demand", "8", 1.0, 8.0)],
+        "",
+    ),
+    (
+        "maxTokens inferred: 1000 tokens/s per pod on H100 -> 1000 / 3.17 on A100, x 2 replicas",
+        shape(max_steps=None, max_tokens=7_200_000),
+        [offer("A100", "2")],
+        {"H100": Speed(1000.0, None, 1)},
+        [("A100", "on-demand", "4", 3.17, 4 * 3.17)],
         "",
     ),
     (
@@ -99,7 +136,7 @@ CASES: list[tuple[str, JobShape, list[Offer], dict[str, Speed], list[tuple[Any, 
         [offer("H100", "4")],
         SPEEDS,
         [("H100", "on-demand", "8", None, None)],
-        NO_THROUGHPUT_TABLE,
+        "",
     ),
     ("model missing from the cluster", shape(gpu_models=("B200",)), OFFERS, SPEEDS, [], "no offer fits for B200"),
 ]
@@ -114,17 +151,36 @@ def test_estimate(case: tuple[str, JobShape, list[Offer], dict[str, Speed], list
             o.family,
             o.offer.capacity_type,
             f"{o.hourly_usd.normalize():f}",
-            round(o.hours, 9) if o.hours is not None else None,
-            f"{o.total_usd.quantize(Decimal('0.000001')).normalize():f}" if o.total_usd is not None else None,
+            o.hours,
+            float(o.total_usd) if o.total_usd is not None else None,
         )
         for o in options
     ]
-    assert got == want
+    assert [g[:3] for g in got] == [w[:3] for w in want]
+    for g, w in zip(got, want, strict=True):
+        assert (g[3] is None, g[4] is None) == (w[3] is None, w[4] is None), (g, w)
+        if w[3] is not None:
+            assert g[3:] == pytest.approx(w[3:], rel=1e-9), (g, w)
     if note:
         assert any(note in n for n in notes), notes
+    assert (NO_HISTORY in notes) == (not speeds)
     for o in options:
         assert "table value" in o.price_basis
-        assert o.time_basis.startswith("measured") == (o.hours is not None)
+        assert o.time_basis.startswith(("measured", "inferred")) == (o.hours is not None)
+        assert o.time_basis.startswith("measured") == (o.hours is not None and o.family in speeds)
+
+
+def test_inferred_rows_name_the_table_figures_and_the_measured_models() -> None:
+    options, _ = estimate(shape(), OFFERS, SPEEDS)
+    l4 = next(o for o in options if o.family == "L4")
+    assert l4.time_basis.startswith("inferred: throughput table L4 0.39 vs measured A100 1, H100 3.17"), l4.time_basis
+    assert l4.work_usd == pytest.approx(Decimal(2) / Decimal("0.39"))
+    got = infer_speeds({"H100": Speed(317.0, 1.0, 2)}, {"H100": 3.17, "A100": 1.0, "T4": 0.5})
+    assert set(got) == {"A100", "T4"}
+    assert got["A100"].speed.step_s == pytest.approx(3.17) and got["A100"].speed.tokens_per_s == pytest.approx(100.0)
+    assert got["T4"].speed.step_s == pytest.approx(6.34) and got["A100"].anchors == ("H100",)
+    assert infer_speeds({"Z9000": Speed(1.0, 1.0, 1)}, {"A100": 1.0}) == {}
+    assert infer_speeds({}) == {}
 
 
 def test_job_shape_reads_the_spec_and_names_unknown_models() -> None:
@@ -204,10 +260,11 @@ def test_cli_offline_catalog_and_bad_input(tmp_path: Path) -> None:
     out = io.StringIO()
     assert run_estimate(args, now=NOW, stdout=out) == 0
     text = out.getvalue()
-    assert "spec: not validated (--offline)" in text and NO_THROUGHPUT_TABLE in text
+    assert "spec: not validated (--offline)" in text and NO_HISTORY in text
     lines = [ln for ln in text.splitlines() if ln.startswith(("H100", "A100", "L4"))]
-    hourly = [float(ln.split()[2]) for ln in lines]
-    assert lines and hourly == sorted(hourly)
+    work = [float(ln.split()[5]) for ln in lines]
+    assert lines and work == sorted(work)
+    assert all(ln.split()[3:5] == ["?", "?"] for ln in lines)
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: Pod\n")
     err = io.StringIO()

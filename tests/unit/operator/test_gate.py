@@ -154,7 +154,7 @@ def test_cli_exit_codes_from_report_json(tmp_path: Path) -> None:
     rc, out, _ = _run(tmp_path, doc, "--commit", "same", "--baseline", "base", "--max-regression", "5%")
     assert rc == 0 and "PASS" in out
     rc, out, _ = _run(tmp_path, doc, "--commit", "slow", "--baseline", "base", "--max-regression", "5%")
-    assert rc == 1 and "REGRESSION" in out and "+20.0%" in out
+    assert rc == 1 and "REGRESSION" in out and "(20.0% worse)" in out
     rc, out, _ = _run(tmp_path, doc, "--commit", "deadbeef", "--baseline", "base", "--max-regression", "5%")
     assert rc == 1 and "no runs for commit 'deadbeef'" in out
 
@@ -201,3 +201,10 @@ def test_ci_examples_parse_and_call_the_gate_with_valid_arguments(name: str) -> 
         argv = ["gate", *(a if not a.startswith("$") else "x" for a in shlex.split(call))]
         args = build_parser().parse_args(argv)
         assert parse_max_regression(args.max_regression) == 0.05
+
+
+def test_explain_says_better_or_worse_in_words() -> None:
+    better = compare(figs("c", 5, 1e6), figs("b", 10, 1e6), 0.05, commit="c", baseline_commit="b")
+    assert "(50.0% better)" in better.explain("c", "b", 0.05)
+    worse = compare(figs("c", 11, 1e6), figs("b", 10, 1e6), 0.05, commit="c", baseline_commit="b")
+    assert "(10.0% worse)" in worse.explain("c", "b", 0.05)

@@ -50,6 +50,23 @@ def test_probe_counts_from_start_until_the_first_heartbeat() -> None:
         verdict(memo(T0 + timedelta(seconds=61), None))
 
 
+def test_probe_stays_healthy_while_the_api_server_refuses_renewals_then_counts_again() -> None:
+    """A restart cannot bring the API server back: an outage must not become a restart loop."""
+    now = [T0 + timedelta(seconds=5)]
+    m = memo(T0, T0 + timedelta(seconds=5))
+    rt = runtime.of(m)
+    rt.clock = lambda: now[0]
+    rt.renewed(False)  # at 5 s the API server stops answering
+    now[0] = T0 + timedelta(seconds=600)
+    assert "refused heartbeat renewals for 595s" in verdict(m)
+    rt.renewed(True)  # back at 600 s: the watch gets 6 periods to deliver a heartbeat again
+    now[0] = T0 + timedelta(seconds=650)
+    assert verdict(m) == "50.0s"
+    now[0] = T0 + timedelta(seconds=661)
+    with pytest.raises(kopf.PermanentError, match="watch looks dead"):
+        verdict(m)
+
+
 def test_probe_is_disabled_without_a_heartbeat_namespace() -> None:
     assert verdict(memo(T0 + timedelta(days=1), None, heartbeat_namespace="")) == "disabled"
 

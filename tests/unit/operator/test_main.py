@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 from statictrain_operator import main, settings
 
 
@@ -52,3 +55,10 @@ def test_help_starts_without_a_cluster(capsys: pytest.CaptureFixture[str]) -> No
         main.main(["--help"])
     assert e.value.code == 0
     assert "statictrain-operator" in capsys.readouterr().out
+
+
+def test_the_chart_runs_the_operators_default_parts() -> None:
+    """The chart sets STATICTRAIN_OPERATOR_PARTS from operator.parts: it must not drop a part (it once left out
+    progress, so kubectl get stj showed no step in the demo)."""
+    values = yaml.safe_load((Path(__file__).resolve().parents[3] / "charts/statictrain/values.yaml").read_text())
+    assert tuple(values["operator"]["parts"]) == settings.Settings().parts

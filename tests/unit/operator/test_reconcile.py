@@ -24,6 +24,11 @@ def test_creates_the_children_and_the_checkpoint_claim_when_nothing_exists() -> 
     assert p.wait is None and p.job_patch is None and not p.delete_job
     no_claim = reconcile.plan(o, Settings(checkpoint_volume_size=""), None, None)
     assert [c["kind"] for c in no_claim.create] == ["Job", "Service"]
+    on = Settings(profile_token=True)
+    token = reconcile.plan(o, on, None, None)
+    assert [c["kind"] for c in token.create] == ["Job", "Service", "PersistentVolumeClaim", "Secret"]
+    made = (b.observed(children.service(o)), b.observed(children.worker_job(o, on)))
+    assert reconcile.plan(o, on, *made).empty  # made with the Job only
 
 
 def test_creates_only_what_is_missing_after_a_crash_mid_create() -> None:

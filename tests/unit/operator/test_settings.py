@@ -41,6 +41,9 @@ def test_values_are_parsed_by_type() -> None:
         ("SIDECAR_METRICS_PORT", "70000", "must be a port number"),
         ("TOLERATIONS", '{"key": "k"}', "expected a JSON list"),
         ("NODE_SELECTOR", "pool=gpu", "STATICTRAIN_OPERATOR_NODE_SELECTOR='pool=gpu' is not valid"),
+        ("BACKOFF_MAX_S", "0.5", "BACKOFF_MAX_S at least 1 and at least REQUEUE_S"),
+        ("REQUEUE_S", "0", "REQUEUE_S must be > 0"),
+        ("REQUEUE_S", "45", "got 45.0 and 30.0"),
     ],
 )
 def test_bad_values_name_the_variable(name: str, value: str, message: str) -> None:

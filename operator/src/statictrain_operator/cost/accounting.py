@@ -22,7 +22,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
-from statictrain import invariants, labels
+from statictrain import api, invariants, labels
+from statictrain.conditions import BUDGET_WARNING
 from statictrain.cost import Allocation, JobCost, JobKey, NodeInfo, PodInfo, PodUsage, Window, allocate
 from statictrain.money import ZERO, parse_usd
 from statictrain.pricing import Catalog, FallbackPolicy, NodeFacts, price_node
@@ -278,12 +279,23 @@ class Accountant:
                 inc = own_alloc.jobs.get(key)
             else:
                 inc = alloc.jobs.get(key)
-            progress = (jobs[key].get("status") or {}).get("progress")
-            new_cost = accumulate(prev, inc, now=at, progress=progress)  # sets inc.lost_*
+            status = jobs[key].get("status") or {}
+            new_cost = accumulate(  # sets inc.lost_*
+                prev,
+                inc,
+                now=at,
+                progress=status.get("progress"),
+                training=(jobs[key].get("spec") or {}).get("training"),
+                finished=status.get("phase") in api.FINISHED_PHASES,
+            )
             if inc is not None:  # in the metrics even when the job was deleted since it was listed
                 window_costs.append(inc)
                 result.job_costs[key] = _add(result.job_costs.get(key), inc)
-            if self.kube.patch_job_status(key[0], key[1], {"cost": new_cost}):
+            patch: dict[str, Any] = {"cost": new_cost}
+            warn = budgets.warning(jobs[key], new_cost, had=_condition(jobs[key], BUDGET_WARNING) is not None)
+            if warn is not None:
+                patch["conditions"] = [warn]
+            if self.kube.patch_job_status(key[0], key[1], patch):
                 costs[key] = new_cost
                 result.patched.add(key)
         # pods whose job object is gone still used the nodes: count them in the metrics (no status to patch)
@@ -310,8 +322,21 @@ class Accountant:
             with contextlib.suppress(ValueError):
                 budget_f = float(parse_usd(str(limit)))
         per_1m = float(new_cost["usdPer1MTokens"]) if new_cost.get("usdPer1MTokens") else None
-        self.metrics.set_job_gauges(labels_v, usd_per_1m=per_1m, budget=budget_f)
+        projected = float(new_cost["projectedUSD"]) if new_cost.get("projectedUSD") else None
+        self.metrics.set_job_gauges(labels_v, usd_per_1m=per_1m, budget=budget_f, projected=projected)
         self._budget(job, parse_usd(new_cost["usd"]) if new_cost.get("usd") else ZERO, now, result, key)
+        self._warn(job, new_cost, key)
+
+    def _warn(self, job: Mapping[str, Any], new_cost: Mapping[str, Any], key: JobKey) -> None:
+        """A Warning Event when BudgetWarning turns True (the condition itself went with status.cost)."""
+        before = _condition(job, BUDGET_WARNING)
+        warn = budgets.warning(job, new_cost, had=before is not None)
+        if warn is None or warn["status"] != "True" or (before or {}).get("status") == "True":
+            return
+        try:
+            self.kube.emit_event(job, BUDGET_WARNING, warn.get("message", ""), "Warning")
+        except Exception as e:  # e.g. its namespace is terminating: one job's Event must not end the run
+            log.warning("could not post event %s about %s/%s: %s", BUDGET_WARNING, key[0], key[1], e)
 
     def _budget(
         self, job: Mapping[str, Any], usd: Decimal, now: datetime, result: RunResult, key: JobKey
@@ -338,6 +363,11 @@ class Accountant:
             except Exception as e:  # the CRD may not list the condition type yet
                 log.warning("could not record condition %s on %s/%s: %s", budgets.CONDITION, ns, name, e)
         result.budget_actions.append((key, d.action))
+
+
+def _condition(job: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """The job's condition of type ``kind`` as listed, None when it has none."""
+    return next((c for c in (job.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
 
 
 def _add(total: JobCost | None, inc: JobCost) -> JobCost:

@@ -77,6 +77,7 @@ class CostMetrics:
         self._counters: dict[str, dict[LabelValues, float]] = defaultdict(lambda: defaultdict(float))
         self._per_1m: dict[LabelValues, float] = {}
         self._budget: dict[LabelValues, float] = {}
+        self._projected: dict[LabelValues, float] = {}
         self._hourly: dict[LabelValues, float] = {}
         self._runs: dict[str, float] = defaultdict(float)
         self._flags: dict[tuple[str, ...], float] = defaultdict(float)
@@ -141,12 +142,19 @@ class CostMetrics:
         with self._lock:
             self._runs["error"] += 1
 
-    def set_job_gauges(self, lv: LabelValues, *, usd_per_1m: float | None, budget: float | None) -> None:
+    def set_job_gauges(
+        self, lv: LabelValues, *, usd_per_1m: float | None, budget: float | None, projected: float | None = None
+    ) -> None:
+        """The job's gauges; a None ``projected`` (no projection now) ends its projected-cost series."""
         with self._lock:
             if usd_per_1m is not None:
                 self._per_1m[lv] = usd_per_1m
             if budget is not None:
                 self._budget[lv] = budget
+            if projected is None:
+                self._projected.pop(lv, None)
+            else:
+                self._projected[lv] = projected
 
     def set_node_hourly(self, node: str, instance_type: str, capacity_type: str, source: str, usd: float) -> None:
         with self._lock:
@@ -161,9 +169,10 @@ class CostMetrics:
     def collect(self) -> Iterator[Metric]:
         with self._lock:
             counters = {m: dict(v) for m, v in self._counters.items()}
-            per_1m, budget, hourly, runs = (
+            per_1m, budget, projected, hourly, runs = (
                 dict(self._per_1m),
                 dict(self._budget),
+                dict(self._projected),
                 dict(self._hourly),
                 dict(self._runs),
             )
@@ -185,6 +194,14 @@ class CostMetrics:
         yield g
         g = GaugeMetricFamily(metrics.JOB_BUDGET_USD, "spec.budget.limitUSD of the job", labels=JOB_LABELS)
         for lv, v in sorted(budget.items()):
+            g.add_metric(list(lv), v)
+        yield g
+        g = GaugeMetricFamily(
+            metrics.JOB_PROJECTED_COST_USD,
+            "status.cost.projectedUSD: the job's cost so far plus its steps left at the current cost per step",
+            labels=JOB_LABELS,
+        )
+        for lv, v in sorted(projected.items()):
             g.add_metric(list(lv), v)
         yield g
         g = GaugeMetricFamily(

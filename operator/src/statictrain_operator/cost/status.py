@@ -4,7 +4,8 @@ All money fields are decimal strings. Running totals: ``tokens`` (integer
 string), ``steps`` (progress), ``stepsExecuted`` and ``lostSteps`` (decimal
 strings: DDP steps are means over ranks), ``steadyUSD``/``steadySteps`` (the cost
 per step that prices lost work) and ``stepMark`` (the job's step at ``updated``,
-where the next window starts). Tokens of a status written before they existed
+where the next window starts). ``projectedUSD``, ``projectedBasis`` and
+``steadyUSDPerStep`` are the cost to finish (cost.projection). Tokens of a status written before they existed
 are recovered from ``usd`` and ``usdPer1MTokens``.
 """
 
@@ -16,7 +17,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from statictrain.cost import JobCost, JobTotals, fold_job
-from statictrain.money import ZERO, format_usd
+from statictrain.money import ZERO, format_usd, to_decimal
+
+from statictrain_operator.cost.projection import PerStep, project
 
 __all__ = ["FINE", "HOUR", "MILLION", "accumulate", "step_mark", "totals"]
 
@@ -67,12 +70,15 @@ def accumulate(
     *,
     now: datetime,
     progress: Mapping[str, Any] | None = None,
+    training: Mapping[str, Any] | None = None,
+    finished: bool = False,
 ) -> dict[str, str]:
     """The new status.cost after adding ``inc`` (None: no cost in this window, only ``updated`` moves).
 
     ``now`` is the end of the accounted window (the next window starts there). The
     increment is folded into the job's totals here (:func:`statictrain.cost.fold_job`),
-    which sets its lost steps and lost-work cost.
+    which sets its lost steps and lost-work cost. ``training`` (spec.training) and
+    ``progress`` (status.progress) feed the projection (cost.projection).
     """
     prev = prev or {}
     progress = progress or {}
@@ -101,7 +107,17 @@ def accumulate(
         "lostWorkUSD": add("lostWorkUSD", inc.lost_usd if inc else ZERO),
         "usdPerStep": format_usd(usd / steps, quantum=FINE) if steps > 0 else "",
         "usdPer1MTokens": format_usd(usd / tokens * MILLION, quantum=FINE) if tokens > 0 else "",
-        "projectedUSD": format_usd(_projected(usd, steps, progress), quantum=FINE),
+        **_projection(
+            prev,
+            inc,
+            usd=usd,
+            steps=steps,
+            tokens=tokens,
+            mark=mark,
+            progress=progress,
+            training=training or {},
+            finished=finished,
+        ),
         "tokens": str(int(tokens.to_integral_value())),
         "steps": str(int(steps.to_integral_value())),
         "stepsExecuted": _count(t.executed_steps),
@@ -114,8 +130,44 @@ def accumulate(
     return out
 
 
-def _projected(usd: Decimal, steps: Decimal, progress: Mapping[str, Any]) -> Decimal:
-    total = progress.get("totalSteps")
-    if isinstance(total, int) and total > 0 and steps > 0 and total > steps:
-        return usd + (Decimal(total) - steps) * usd / steps
-    return usd
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _projection(
+    prev: Mapping[str, Any],
+    inc: JobCost | None,
+    *,
+    usd: Decimal,
+    steps: Decimal,
+    tokens: Decimal,
+    mark: float | None,
+    progress: Mapping[str, Any],
+    training: Mapping[str, Any],
+    finished: bool,
+) -> dict[str, str]:
+    """projectedUSD, projectedBasis and steadyUSDPerStep (the latest steady window's cost per step, kept)."""
+    steady = _dec(prev.get("steadyUSDPerStep"))
+    if inc is not None and inc.steady and inc.executed_steps > 0:
+        steady = inc.steady_usd / to_decimal(inc.executed_steps)
+    per_step = PerStep(steady, "steady") if steady > 0 else None
+    if per_step is None and inc is not None and inc.executed_steps >= 1 and inc.usd > inc.compile_usd:
+        per_step = PerStep((inc.usd - inc.compile_usd) / to_decimal(inc.executed_steps), "window")
+    if per_step is None and steps > 0 and usd > 0:
+        per_step = PerStep(usd / steps, "mean")
+    step_s = _dec(progress.get("stepSeconds"))
+    p = project(
+        usd,
+        per_step=per_step,
+        step=mark if mark is not None else float(steps),
+        max_steps=_int(training.get("maxSteps")),
+        max_tokens=_int(training.get("maxTokens")),
+        tokens_per_step=float(tokens / steps) if steps > 0 and tokens > 0 else None,
+        step_seconds=float(step_s) if step_s > 0 else None,
+        finished=finished,
+    )
+    return {
+        "projectedUSD": format_usd(p.usd, quantum=FINE) if p.usd is not None else "",
+        "projectedBasis": p.basis,
+        "steadyUSDPerStep": format_usd(steady, quantum=FINE) if steady > 0 else "",
+    }

@@ -29,6 +29,7 @@ __all__ = [
     "NODES",
     "PODS",
     "PVCS",
+    "SECRETS",
     "SERVICES",
     "STJ",
     "ApiError",
@@ -71,12 +72,13 @@ JOBS = Resource("batch", "v1", "jobs", "Job")
 SERVICES = Resource("", "v1", "services", "Service")
 PODS = Resource("", "v1", "pods", "Pod")
 PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+SECRETS = Resource("", "v1", "secrets", "Secret")
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 
-_BY_KIND = {r.kind: r for r in (STJ, JOBS, SERVICES, PODS, PVCS, CONFIGMAPS, EVENTS, NODES, LEASES)}
+_BY_KIND = {r.kind: r for r in (STJ, JOBS, SERVICES, PODS, PVCS, SECRETS, CONFIGMAPS, EVENTS, NODES, LEASES)}
 
 
 def by_kind(kind: str) -> Resource:

@@ -181,6 +181,10 @@ class Report:
     """commit -> (usd, tokens) for the $/1M tokens chart."""
     invariant_failures: dict[str, float] = field(default_factory=dict)
     """invariant -> accounting windows in the report window that failed it (operator's own checks)."""
+    job_buckets: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    """(namespace, job_name) -> cost per bucket, whatever the report is grouped by."""
+    job_commits: dict[tuple[str, str], str] = field(default_factory=dict)
+    """(namespace, job_name) -> its commit label."""
 
     @property
     def jobs_usd(self) -> float:
@@ -222,6 +226,8 @@ def build_report(
     rows: dict[tuple[str, ...], Row] = {}
     ns_buckets: dict[str, list[float]] = defaultdict(lambda: [0.0] * window.buckets)
     commit: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    job_buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * window.buckets)
+    job_commits: dict[tuple[str, str], str] = {}
     seen_any = False
     for field_name in JOB_METRICS:
         for s in job_series.get(field_name, ()):
@@ -236,6 +242,9 @@ def build_report(
                 for i, v in enumerate(d):
                     ns[i] += v
                 commit[s.labels.get("commit", "")][0] += total
+                jk = (s.labels.get("namespace", ""), s.labels.get("job_name", ""))
+                job_buckets[jk] = [a + b for a, b in zip(job_buckets[jk], d, strict=True)]
+                job_commits[jk] = s.labels.get("commit", "")
             elif field_name == "tokens":
                 commit[s.labels.get("commit", "")][1] += total
     node_totals = {"node_usd": 0.0, "node_idle_usd": 0.0}
@@ -265,6 +274,8 @@ def build_report(
         namespace_buckets=dict(sorted(ns_buckets.items())),
         commit_tokens={k: (v[0], v[1]) for k, v in sorted(commit.items())},
         invariant_failures=failures,
+        job_buckets=dict(sorted(job_buckets.items())),
+        job_commits=dict(sorted(job_commits.items())),
     )
 
 

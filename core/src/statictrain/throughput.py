@@ -1,5 +1,7 @@
 """Relative training throughput per GPU family, and a job's estimates with their source (pure).
 
+Used by the extender (scoring) and by ``statictrain estimate`` (time on GPU models without history).
+
 The default table is ``data/throughput.csv`` (sources in ``data/throughput.README.md``),
 A100 = 1.0. A job's own measured step times override it:
 
