@@ -411,24 +411,32 @@ class Scenario:
         return self.done(proc, key)
 
 
-def cluster_cost(cluster: LocalCluster, state: str) -> tuple[ClusterCost, Callable[[], None]]:
-    """The cost part's API calls over the Kube port (a loop in a thread; the API's job list stands in for
-    kopf's index), and the function that closes its HTTP session and stops the loop."""
+def cluster_cost(
+    cluster: LocalCluster, state: str
+) -> tuple[ClusterCost, Callable[[], None], Callable[[], None], Callable[[], None]]:
+    """The cost part's API calls over the Kube port on a loop in a thread (the API's job list, read before each
+    pass, stands in for kopf's index); the function that runs one pass's reads and the one that sends its
+    writes (as the operator does around its pass), and the function that closes the session and stops the loop."""
     api = HttpKube(endpoint.load(str(cluster.kubeconfig)))
     loop = LoopThread()
     call = loop.__enter__()
-
-    def jobs() -> list[dict[str, Any]]:
-        return call(api.list(STJ))
+    listed: list[dict[str, Any]] = []
 
     def job(namespace: str, name: str) -> dict[str, Any] | None:
-        return call(api.get(STJ, namespace, name))
+        key = (namespace, name)
+        return next((j for j in listed if (j["metadata"]["namespace"], j["metadata"]["name"]) == key), None)
+
+    kube = ClusterCost(api, lambda: list(listed), job, _now, state_configmap=state)
+
+    def load() -> None:
+        listed[:] = call(api.list(STJ))
+        call(kube.load())
 
     def close() -> None:
         call(api.close())
         loop.__exit__()
 
-    return ClusterCost(api, call, jobs, job, _now, state_configmap=state), close
+    return kube, load, lambda: call(kube.flush()), close
 
 
 class OperatorProcess:
@@ -441,7 +449,7 @@ class OperatorProcess:
         self.server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
         settings = CostSettings(prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, counter_lookback_s=60.0)
         self.clock_override: float | None = None
-        kube, self._close_kube = cluster_cost(cluster, state)
+        kube, self._load, self._flush, self._close_kube = cluster_cost(cluster, state)
         self.acc = Accountant(
             kube=kube,
             prom=HttpPrometheus(prom.url),
@@ -467,7 +475,11 @@ class OperatorProcess:
     def run_once(self) -> None:
         t = time.time()
         try:
-            r = self.acc.run_once()
+            self._load()
+            try:
+                r = self.acc.run_once()
+            finally:
+                self._flush()
             self.runs.append(
                 {
                     "at": t,

@@ -10,17 +10,21 @@ exists is a 409 (then it reads the API and plans again), nothing is adopted.
 API errors are retried after a jittered wait that doubles with every failure in a
 row, up to settings.backoff_max_s (backoff.py); events and the resync still converge
 at once. Calls for one job are serialized by a per-job lock; every API call is awaited
-on kopf's loop through the Kube port. Objects created here are remembered
-until the watch brings them into the index, so a quick second event does not
-try to create them again. Status is written with server-side apply as the
-converger's own field manager (writer.CONVERGER: phase and lifecycle conditions).
+on kopf's loop through the Kube port. Children come first: the worker Job's
+create starts before its Service's (and its claim's), and status writes wait
+while any job's children are being created, so under a burst of new jobs
+the connection pool and the API server serve the creates before the status.
+Objects created here are remembered until the watch brings them into the
+index, so a quick second event does not try to create them again. Status is
+written with server-side apply as the converger's own field manager
+(writer.CONVERGER: phase and lifecycle conditions).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from statictrain import api, labels
 
@@ -67,6 +71,10 @@ class Converger:
         self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
         self.status = writer.StatusWriter(rt.kube, writer.CONVERGER)
         self.backoff = backoff.Backoff(rt.settings.requeue_s, rt.settings.backoff_max_s)
+        self.creating = 0
+        """Jobs whose children are being created right now (status writes wait for none)."""
+        self.no_creates = asyncio.Event()
+        self.no_creates.set()
 
     async def converge(self, key: Key) -> None:
         lock = self.locks.setdefault(key, asyncio.Lock())
@@ -139,20 +147,26 @@ class Converger:
         desired = self._desired(key, view, queued)
         plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=desired)
         if plan.create:  # create the missing children concurrently, then do the rest of the plan
-            made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
-            if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
-                plan, job = await self._replan(key, owner, finished=finished, desired=desired)
+            self.creating += 1
+            self.no_creates.clear()
+            try:
+                made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
+                if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
+                    plan, job = await self._replan(key, owner, finished=finished, desired=desired)
+            finally:
+                self.creating -= 1
+                if not self.creating:
+                    self.no_creates.set()
         if plan.job_patch or plan.delete_job:
             await self._apply(key, owner, plan)
-        new = status.compute(
-            owner.name,
-            owner.spec,
-            generation=view["metadata"].get("generation", 0),
-            job=job_after(plan, job),
-            current=current,
-            now=self.rt.clock(),
-            **self._queue_status(queue_name, seen),
-        )
+        queue_fields = self._queue_status(queue_name, seen)
+        new = self._status(view, plan, job, queue_fields)
+        if new and not self.no_creates.is_set():
+            await self.no_creates.wait()  # other jobs' children first; then status from the latest views
+            view, job = self.trainingjob(key), self.worker_job(key) or job
+            if view is None or view["metadata"].get("deletionTimestamp"):
+                return None
+            new = self._status(view, plan, job, queue_fields)
         if new:
             fields = {k: v for k, v in new.items() if k != "conditions"}
             await self.status.write(view, fields, new.get("conditions") or [], now=self.rt.clock())
@@ -193,6 +207,26 @@ class Converger:
             return {}
         q = queueing.status(name, seen)
         return {"queue": q, "admitted": queueing.admitted_condition(q, seen)}
+
+    def _status(
+        self,
+        view: Mapping[str, Any],
+        plan: reconcile.Plan,
+        job: Mapping[str, Any] | None,
+        queue_fields: Mapping[str, Any],
+    ) -> api.Status:
+        """The job's status fields that change once ``plan`` is applied (empty: none)."""
+        meta = view["metadata"]
+        current = cast(api.Status, view.get("status") or {})
+        return status.compute(
+            meta["name"],
+            view["spec"],
+            generation=meta.get("generation", 0),
+            job=job_after(plan, job),
+            current=current,
+            now=self.rt.clock(),
+            **queue_fields,
+        )
 
     async def _create(self, key: Key, obj: dict[str, Any]) -> bool:
         """Create one child; False when one of that name exists (the index is behind, or a leftover)."""

@@ -24,7 +24,7 @@ __all__ = ["Plan", "desired_children", "plan"]
 
 @dataclass(frozen=True)
 class Plan:
-    """Writes to make, in order; `wait` says why the job must be looked at again soon."""
+    """Writes to make, in order (the worker Job first); `wait` says why the job must be looked at again soon."""
 
     create: list[dict[str, Any]] = field(default_factory=list)
     job_patch: dict[str, Any] | None = None
@@ -76,9 +76,9 @@ def plan(
         return Plan()
     create: list[dict[str, Any]] = []
     desired_service, desired_job = desired or desired_children(owner, settings)
-    for kind, observed, want in (
-        ("Service", observed_service, desired_service),
+    for kind, observed, want in (  # the Job first: the API calls start in this order
         ("Job", observed_job, desired_job),
+        ("Service", observed_service, desired_service),
     ):
         if observed is None:
             create.append(want)
@@ -90,7 +90,7 @@ def plan(
     if observed_job is None:
         # made with the Job (a 409 keeps the one that exists): the checkpoint claim, the profiling token
         made_with = [children.checkpoint_claim(owner, settings), children.profile_token_secret(owner, settings)]
-        return Plan(create=[*(obj for obj in made_with if obj), *create])
+        return Plan(create=[*create, *(obj for obj in made_with if obj)])
     if observed_job.get("metadata", {}).get("deletionTimestamp"):
         return Plan(create=create, wait="old worker Job is being deleted")
     if _finished(observed_job):

@@ -27,6 +27,26 @@ from statictrain.quantities import parse_quantity
 from statictrain_operator.cost.annotator import node_facts
 from statictrain_operator.prom import Series
 
+__all__ = [
+    "CADVISOR_CPU",
+    "CADVISOR_MEMORY",
+    "COMPLETION_INDEX",
+    "COUNTERS",
+    "EPSILON_S",
+    "GIB",
+    "HELD",
+    "INVALID_PRICE",
+    "MAX_NODE_HOURLY_USD",
+    "TERMINAL",
+    "build_usage",
+    "counters_missing_prev",
+    "node_info",
+    "parse_time",
+    "pod_info",
+    "prev_query",
+    "usage_queries",
+]
+
 log = logging.getLogger(__name__)
 INVALID_PRICE = "node-price-annotation-invalid"
 MAX_NODE_HOURLY_USD = Decimal(10_000)

@@ -22,6 +22,8 @@ from statictrain.money import ZERO, format_usd, to_decimal
 
 from statictrain_operator.cost.projection import PerStep, project
 
+__all__ = ["FINE", "HOUR", "MILLION", "accumulate", "step_mark", "totals"]
+
 FINE = Decimal("0.000000001")
 HOUR = Decimal(3600)
 MILLION = Decimal(1_000_000)
