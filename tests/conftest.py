@@ -34,6 +34,7 @@ def cluster() -> Iterator[LocalCluster]:
         if not existing.running():
             pytest.fail(f"STATICTRAIN_TEST_CLUSTER={attach} is set but that cluster is not running")
         yield existing
+        existing.detach()  # e.g. Kueue started by a test keeps running with the attached cluster
         return
     c = LocalCluster(f"st-test-{os.getpid()}")
     c.start(build_binaries(log=sys.stderr), log=sys.stderr)

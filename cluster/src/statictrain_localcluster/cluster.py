@@ -368,6 +368,15 @@ class LocalCluster:
         except (ClusterError, subprocess.TimeoutExpired, OSError):
             return False
 
+    def detach(self) -> None:
+        """Leave what this object started (e.g. Kueue on an attached cluster) running for the cluster's
+        owner, who stops it by the cluster's name. Marked as handed over, so that Python does not warn
+        "subprocess is still running" when the handles are collected."""
+        for child in self._children:
+            if child.poll() is None:
+                child.returncode = 0  # handed over, not exited: the owner's stop() ends it
+        self._children.clear()
+
     def stop(self) -> None:
         """Stop every process of this cluster and remove its state; safe to call twice."""
         if not self.root.exists():
