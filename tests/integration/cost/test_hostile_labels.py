@@ -81,8 +81,10 @@ def scraped(cluster: LocalCluster) -> Iterator[tuple[HttpPrometheus, str]]:
     prom = HttpPrometheus(cluster.prometheus_url)
     try:
         eventually(
-            lambda: len(prom.query(selector(metrics.TRAIN_TOKENS_PER_SECOND, {"namespace": ns}), time.time()))
-            == len(VALUES),
+            lambda: (
+                len(prom.query(selector(metrics.TRAIN_TOKENS_PER_SECOND, {"namespace": ns}), time.time()))
+                == len(VALUES)
+            ),
             what="every hostile series scraped",
         )
         yield prom, ns
