@@ -617,3 +617,68 @@ def test_projected_cost_and_budget_warning_before_the_limit(
         cluster.remove_scrape_target(target)
         server.shutdown()
         server.server_close()
+
+
+def test_report_rerun_for_a_closed_window_is_byte_identical_after_later_data(
+    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostRuntime, str]
+) -> None:
+    """Case 22: the real report over a closed window, run again after the accounting, the trainer and
+    Prometheus went on writing past its end, gives the same bytes in every format; and the window is
+    half-open: [start, mid) + [mid, end) = [start, end) per job."""
+    rt, _ = runtime
+    commit = f"c{uuid.uuid4().hex[:7]}"
+    cluster.kubectl("apply", "-f", "-", input=stj("rerun", namespace, commit))
+    cluster.kubectl("apply", "-f", "-", input=worker("rerun", namespace, commit))
+    pod = eventually(lambda: running(cluster, namespace, "rerun-worker-0"), what="worker Running")
+    uid = pod["metadata"]["uid"]
+
+    def report(start: datetime, end: datetime, fmt: str) -> str:
+        return subprocess.run(
+            [
+                sys.executable, "-m", "statictrain_operator.cli", "report",
+                "--from", start.isoformat(), "--to", end.isoformat(),
+                "--prometheus-url", cluster.prometheus_url, "--no-progress",
+                "--namespace", namespace, "--format", fmt, "--buckets", "6",
+            ],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+
+    formats = ("json", "csv", "table", "html")
+    with sidecar_exporter(cluster) as (util, tokens):
+        trained = tokens.labels("rerun", namespace, commit, "t", "rerun-worker-0", uid)
+        busy = util.labels("rerun", namespace, commit, "t", "rerun-worker-0", uid, "0")
+        busy.set(0.9)
+        trained.inc(1000)
+        eventually(scraped(cluster, "statictrain_train_tokens_total", uid), what="tokens scraped")
+        rt.tick()
+        time.sleep(3)  # a scrape after the first run: the window's baseline
+        start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+        for i in range(8):
+            trained.inc(100_000)
+            busy.set(0.9 if i % 2 else 0.1)
+            time.sleep(1.5)
+            rt.tick()
+        end = datetime.now(UTC).replace(microsecond=0)
+        mid = start + (end - start) / 2
+        time.sleep(4)  # the last runs are scraped
+        first = {fmt: report(start, end, fmt) for fmt in formats}
+        halves = [json.loads(report(start, mid, "json")), json.loads(report(mid, end, "json"))]
+        for _ in range(4):  # the job goes on after the window: more tokens, more cost, other utilization
+            trained.inc(500_000)
+            busy.set(0.5)
+            time.sleep(1.5)
+            rt.tick()
+        time.sleep(3)
+        assert scraped(cluster, "statictrain_train_tokens_total", uid)()
+    again = {fmt: report(start, end, fmt) for fmt in formats}
+    for fmt in formats:
+        assert again[fmt] == first[fmt], fmt  # byte for byte
+    doc = json.loads(first["json"])
+    (row,) = doc["rows"]
+    assert row["job_name"] == "rerun" and Decimal(row["usd"]) > 0 and int(row["tokens"]) > 0, row
+    assert not doc["summary"]["failed_invariants"], doc["summary"]
+    later = json.loads(report(start, datetime.now(UTC).replace(microsecond=0), "json"))
+    assert Decimal(later["rows"][0]["usd"]) > Decimal(row["usd"])  # the data after the window is there
+    split = [h["rows"][0] for h in halves]
+    assert abs(sum(Decimal(r["usd"]) for r in split) - Decimal(row["usd"])) <= Decimal("0.000002")
+    assert sum(int(r["tokens"]) for r in split) == int(row["tokens"])
