@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from statictrain import labels, metrics
 from statictrain.promql import selector
+from statictrain_localcluster import prometheus
 from statictrain_localcluster.browser import check_page
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.waiting import eventually
@@ -135,7 +137,10 @@ def sidecar_exporter(cluster: LocalCluster) -> Iterator[tuple[Gauge, Counter]]:
 
 
 def scraped(cluster: LocalCluster, metric: str, uid: str) -> Callable[[], bool]:
-    prom = HttpPrometheus(cluster.prometheus_url)
+    return scraped_by(HttpPrometheus(cluster.prometheus_url), metric, uid)
+
+
+def scraped_by(prom: HttpPrometheus, metric: str, uid: str) -> Callable[[], bool]:
     return lambda: bool(prom.query(selector(metric, {"pod_uid": uid}), time.time()))
 
 
@@ -682,3 +687,120 @@ def test_report_rerun_for_a_closed_window_is_byte_identical_after_later_data(
     split = [h["rows"][0] for h in halves]
     assert abs(sum(Decimal(r["usd"]) for r in split) - Decimal(row["usd"])) <= Decimal("0.000002")
     assert sum(int(r["tokens"]) for r in split) == int(row["tokens"])
+
+
+@contextlib.contextmanager
+def served(registry: CollectorRegistry, port: int) -> Iterator[None]:
+    server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_prometheus_restart_scrape_gap_and_counter_resets_give_no_negative_cost_and_are_flagged(
+    cluster: LocalCluster, namespace: str, crd: None, kube: tuple[HttpKube, Blocking], tmp_path: Path
+) -> None:
+    """Case 21 on a Prometheus of its own (the local cluster's binary and configuration, its own data, so
+    it can be stopped): while it is down 10 s (a scrape gap longer than ``max_gap_s``) the trainer restarts
+    (its token counter starts from 0: a reset); later the operator restarts (its cost counters start from
+    0). Accounting defers while Prometheus is down and catches up after; the job's cost never goes down,
+    the gap and the reset are flagged, and the report over the whole window has no negative figure and
+    exactly the tokens trained."""
+    root, port = tmp_path / "prometheus", free_port()
+    url = f"http://127.0.0.1:{port}"
+
+    def start_prometheus() -> subprocess.Popen[bytes]:
+        proc = prometheus.start(prometheus.find_binary(), root, port, tmp_path / "prometheus.log")
+        prometheus.wait_ready(url, proc)
+        return proc
+
+    prom_proc = start_prometheus()
+    prom = HttpPrometheus(url)
+    settings = CostSettings(
+        prometheus_url=url, interval_s=1.0, query_step_s=1.0, max_gap_s=3.0, usage_grace_s=600.0,
+        counter_lookback_s=60.0,
+    )  # fmt: skip
+    commit = f"c{uuid.uuid4().hex[:7]}"
+    cluster.kubectl("apply", "-f", "-", input=stj("gappy", namespace, commit))
+    cluster.kubectl("apply", "-f", "-", input=worker("gappy", namespace, commit))
+    pod = eventually(lambda: running(cluster, namespace, "gappy-worker-0"), what="worker Running")
+    uid = pod["metadata"]["uid"]
+    sidecar = CollectorRegistry()
+    util = Gauge("statictrain_gpu_utilization_ratio", "u", SIDECAR_LABELS, registry=sidecar)
+    tokens = Counter("statictrain_train_tokens", "t", SIDECAR_LABELS[:-1], registry=sidecar)
+    trainer = ("gappy", namespace, commit, "t", "gappy-worker-0", uid)
+    sidecar_port, operator_port = free_port(), free_port()
+    prometheus.write_target(root / "targets", "sidecar", f"127.0.0.1:{sidecar_port}", {})
+    prometheus.write_target(root / "targets", "operator", f"127.0.0.1:{operator_port}", {})
+    usd: list[Decimal] = []
+
+    def tick(rt: CostRuntime) -> None:
+        rt.tick()
+        cost = (kget(cluster, "stj", "-n", namespace, "gappy").get("status") or {}).get("cost") or {}
+        if "usd" in cost:
+            usd.append(Decimal(cost["usd"]))
+
+    def work(rt: CostRuntime, n: int, per_step: int) -> int:
+        for _ in range(n):
+            tokens.labels(*trainer).inc(per_step)
+            time.sleep(1.2)
+            tick(rt)
+        time.sleep(2)  # the last increment is scraped and accounted
+        tick(rt)
+        time.sleep(2)  # and the operator's counters after it are scraped
+        return n * per_step
+
+    def flagged(flag: str) -> bool:
+        q = selector(metrics.JOB_COST_FLAGS_TOTAL, {"job_name": "gappy", "namespace": namespace, "flag": flag})
+        return any(s.samples and s.samples[-1].v > 0 for s in prom.query(q, time.time()))
+
+    try:
+        with served(sidecar, sidecar_port):
+            util.labels(*trainer, "0").set(0.9)
+            tokens.labels(*trainer).inc(1000)
+            eventually(scraped_by(prom, "statictrain_train_tokens_total", uid), what="tokens scraped")
+            first = CollectorRegistry()
+            rt = cost_runtime(settings, kube, first)
+            with served(first, operator_port):
+                tick(rt)
+                time.sleep(3)  # the window's baseline is scraped
+                start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
+                time.sleep(1)
+                trained = work(rt, 4, 300_000)
+                prom_proc.send_signal(signal.SIGTERM)
+                prom_proc.wait(timeout=60)
+                tokens.remove(*trainer)  # the trainer restarts: its counter starts again from 0
+                util.labels(*trainer, "0").set(0.2)
+                for _ in range(5):
+                    time.sleep(2)
+                    tick(rt)  # Prometheus down: deferred, never a crash
+                prom_proc = start_prometheus()
+                trained += work(rt, 4, 100_000)  # smaller than before the reset, so Prometheus sees a drop
+                eventually(lambda: flagged("utilization-gaps") and flagged("counter-reset"), what="flags scraped")
+            # the operator restarts: a new process, its counters from 0
+            second = CollectorRegistry()
+            rt = cost_runtime(settings, kube, second)
+            with served(second, operator_port):
+                trained += work(rt, 4, 100_000)
+                end = datetime.now(UTC).replace(microsecond=0)
+        out = subprocess.run(
+            [
+                sys.executable, "-m", "statictrain_operator.cli", "report", "--from", start.isoformat(),
+                "--to", end.isoformat(), "--prometheus-url", url, "--no-progress", "--format", "json",
+                "--buckets", "12", "--namespace", namespace,
+            ],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+    finally:
+        prom_proc.send_signal(signal.SIGTERM)
+        prom_proc.wait(timeout=60)
+    assert usd and usd == sorted(usd) and usd[0] > 0, usd  # status.cost never goes down
+    doc = json.loads(out)
+    (row,) = doc["rows"]
+    assert int(row["tokens"]) == trained, (row, trained)
+    assert Decimal(row["usd"]) > 0, row
+    numbers = [v for r in doc["rows"] for v in r.values()] + list(doc["summary"].values())
+    negative = [v for v in numbers if (isinstance(v, str) and v.startswith("-")) or (isinstance(v, float | int) and v < 0)]
+    assert not negative, doc
