@@ -24,8 +24,8 @@ setup: $(STAMP) system-deps ## Everything a fresh machine needs (venv, Debian pa
 
 # Prometheus; the real node's runtime (containerd, runc, CNI plugins, iproute2), image
 # builder (buildah, debootstrap for the offline base image), sandbox image (busybox-static)
-# and nft (probes whether the kernel can run the NetworkPolicy enforcer).
-DEBIAN_PACKAGES := prometheus containerd runc containernetworking-plugins iproute2 buildah debootstrap busybox-static nftables chromium
+# nft (probes whether the kernel can run the NetworkPolicy enforcer) and openssl (Kueue's webhook certificate).
+DEBIAN_PACKAGES := prometheus containerd runc containernetworking-plugins iproute2 buildah debootstrap busybox-static nftables chromium openssl
 
 system-deps: ## Install the Debian packages that are missing (needs root or sudo)
 	@missing=$$(for p in $(DEBIAN_PACKAGES); do dpkg-query -W -f '$${Status}' $$p 2>/dev/null | grep -q 'ok installed' || echo $$p; done); \
@@ -44,8 +44,9 @@ $(STAMP): requirements-dev.txt $(addsuffix /pyproject.toml,$(DISTS))
 
 dev: $(STAMP) ## Create .venv with every distribution installed editable
 
-cluster-build: ## Build (once, cached) the control plane, kwok, helm, the real node's kubelet, CoreDNS, local-path provisioner, NetworkPolicy enforcer
+cluster-build: ## Build (once, cached) the control plane, kwok, helm, the real node's kubelet, CoreDNS, local-path provisioner, NetworkPolicy enforcer, Kueue
 	@bash cluster/src/statictrain_localcluster/build-binaries.sh >/dev/null
+	@bash cluster/src/statictrain_localcluster/build-kueue.sh >/dev/null
 	@bash cluster/src/statictrain_localcluster/build-node.sh >/dev/null
 	@bash cluster/src/statictrain_localcluster/build-netpol.sh >/dev/null
 

@@ -20,7 +20,8 @@ The scenario (times in seconds after the start, step time 0.05 s, tokens 256 per
   C  1 worker, 4 GPUs on a spot node: evicted at step 800 (pod Failed, node deleted), replaced
      on an on-demand node, resumes from checkpoint 700 and runs 300 steps: 100 lost;
   D  a CPU-only pod (4 cores, 8 GiB) on a CPU node for 40 s;
-  Prometheus restarts 8 s into B's stall (down 5-9 s: SIGTERM, 3 s, start); the operator is down
+  Prometheus restarts 2 s into B's stall (down 5-9 s: SIGTERM, 3 s, start; recorded, and the run says
+  whether it was back before the stall ended); the operator is down
   for 35 s from 46 s after B's start (its outage spans several catch-up windows: max_catchup_s =
   10 s) and comes back as a new process that reads the cost state its predecessor saved (a ConfigMap).
 Every node in the cluster gets a scenario price (annotation), so node cost is known too.
@@ -410,24 +411,32 @@ class Scenario:
         return self.done(proc, key)
 
 
-def cluster_cost(cluster: LocalCluster, state: str) -> tuple[ClusterCost, Callable[[], None]]:
-    """The cost part's API calls over the Kube port (a loop in a thread; the API's job list stands in for
-    kopf's index), and the function that closes its HTTP session and stops the loop."""
+def cluster_cost(
+    cluster: LocalCluster, state: str
+) -> tuple[ClusterCost, Callable[[], None], Callable[[], None], Callable[[], None]]:
+    """The cost part's API calls over the Kube port on a loop in a thread (the API's job list, read before each
+    pass, stands in for kopf's index); the function that runs one pass's reads and the one that sends its
+    writes (as the operator does around its pass), and the function that closes the session and stops the loop."""
     api = HttpKube(endpoint.load(str(cluster.kubeconfig)))
     loop = LoopThread()
     call = loop.__enter__()
-
-    def jobs() -> list[dict[str, Any]]:
-        return call(api.list(STJ))
+    listed: list[dict[str, Any]] = []
 
     def job(namespace: str, name: str) -> dict[str, Any] | None:
-        return call(api.get(STJ, namespace, name))
+        key = (namespace, name)
+        return next((j for j in listed if (j["metadata"]["namespace"], j["metadata"]["name"]) == key), None)
+
+    kube = ClusterCost(api, lambda: list(listed), job, _now, state_configmap=state)
+
+    def load() -> None:
+        listed[:] = call(api.list(STJ))
+        call(kube.load())
 
     def close() -> None:
         call(api.close())
         loop.__exit__()
 
-    return ClusterCost(api, call, jobs, job, _now, state_configmap=state), close
+    return kube, load, lambda: call(kube.flush()), close
 
 
 class OperatorProcess:
@@ -440,7 +449,7 @@ class OperatorProcess:
         self.server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
         settings = CostSettings(prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, counter_lookback_s=60.0)
         self.clock_override: float | None = None
-        kube, self._close_kube = cluster_cost(cluster, state)
+        kube, self._load, self._flush, self._close_kube = cluster_cost(cluster, state)
         self.acc = Accountant(
             kube=kube,
             prom=HttpPrometheus(prom.url),
@@ -466,7 +475,11 @@ class OperatorProcess:
     def run_once(self) -> None:
         t = time.time()
         try:
-            r = self.acc.run_once()
+            self._load()
+            try:
+                r = self.acc.run_once()
+            finally:
+                self._flush()
             self.runs.append(
                 {
                     "at": t,
@@ -487,13 +500,32 @@ class OperatorProcess:
         self._close_kube()
 
 
+def wait_for_no_worker_pods(sc: Scenario, timeout_s: float = 180.0) -> None:
+    """The oracle must know every pod on the nodes (node idle = node - pods): wait while other worker pods are
+    going away (deleted, or in a terminating namespace, e.g. an earlier test's); refuse any that stay."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        pods = sc.get("pods", "-A", "-l", labels.JOB)["items"]
+        if not pods:
+            return
+        namespaces = sc.get("namespaces")["items"]
+        terminating = {n["metadata"]["name"] for n in namespaces if n["status"].get("phase") == "Terminating"}
+        staying = [
+            p
+            for p in pods
+            if not p["metadata"].get("deletionTimestamp") and p["metadata"]["namespace"] not in terminating
+        ]
+        if staying or time.monotonic() > deadline:
+            names = ", ".join(f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in (staying or pods)[:5])
+            raise SystemExit(f"{len(pods)} statictrain worker pods already in the cluster ({names}); use a fresh one")
+        time.sleep(1.0)
+
+
 def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     sc = Scenario(cluster, workdir)
     rid = sc.run_id
     ns_a, ns_b = f"oracle-a-{rid}", f"oracle-b-{rid}"
-    leftovers = sc.get("pods", "-A", "-l", labels.JOB)["items"]
-    if leftovers:
-        raise SystemExit(f"{len(leftovers)} statictrain worker pods already in the cluster; use a fresh one")
+    wait_for_no_worker_pods(sc)
     sc.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
     sc.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}")
     for ns in (ns_a, ns_b):
@@ -605,11 +637,14 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         while time.time() < t0 + offset:
             time.sleep(0.05)
 
-    at(b0 + 32 - t0)  # inside B's stall: a utilization change while Prometheus is down cannot be timed
+    at(b0 + 26 - t0)  # inside B's stall: a utilization change while Prometheus is down cannot be timed
     sc.note("Prometheus restart")
+    prom_down = time.time()
     prom.stop()
     time.sleep(3.0)
     prom.start()
+    prom_up = time.time()
+    sc.note(f"Prometheus ready again after {prom_up - prom_down:.1f} s")
     at(b0 + 46 - t0)
     op.shutdown()
     sc.note("operator down")
@@ -715,7 +750,15 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     sc.kubectl("delete", "node", cpu_node, "--wait=false")
     for ns in (ns_a, ns_b):
         sc.kubectl("delete", "namespace", ns, "--wait=false")
+    stalls_b = [r["util_changes"] for r in sc.logs["b"]]  # [[t, 0.0], [t, 0.9]] per rank
     return {
+        "assumptions": {
+            # the scenario's premise: Prometheus is down inside B's stall, so no utilization change falls in
+            # the gap (under heavy load a slow restart can break it; then B's idle cannot be exact)
+            "prometheus_down_inside_b_stall": max(c[0][0] for c in stalls_b) < prom_down
+            and prom_up < min(c[1][0] for c in stalls_b),
+            "prometheus_down_s": round(prom_up - prom_down, 2),
+        },
         "expected": expected,
         "reports": reports,
         "report_seconds": report_s,
@@ -893,6 +936,7 @@ def main(argv: list[str] | None = None) -> int:
         "report_seconds_this_scenario": result["report_seconds"],
         "accounting_runs": result["accounting_runs"],
         "saved_state": result["saved_state"],
+        "assumptions": result["assumptions"],
         "scenario": {"doc": __doc__, "events_s": result["events"], "accounted": [result["a0"], result["a1"]]},
         "command": f"python bench/cost_oracle.py --cluster {args.cluster}",
         "versions": {

@@ -13,7 +13,12 @@ The operator runs as a real subprocess (statictrain-operator --kubeconfig ...)
 watching one fresh namespace. Writes bench/results/operator_scale.json: the
 first size under the plain keys, every other size under keys suffixed _<size>.
 
-    .venv/bin/python bench/operator_scale.py [--jobs 200,2000] [--cluster NAME]
+    .venv/bin/python bench/operator_scale.py [--jobs 200,2000] [--cluster NAME] [--together-sizes 200]
+
+--together-sizes runs this operator and the baseline (the one installed in the
+venv) at the same time, each on half of the jobs created in turn: a
+side-by-side ratio under the same machine load, which back-to-back runs on a
+shared machine do not give.
 
 --cluster attaches to a running `statictrain-cluster start --name NAME`;
 without it a cluster is started for the run and stopped afterwards.
@@ -86,10 +91,13 @@ class Watcher(threading.Thread):
         first = True
         while not self.done:
             try:
-                initial = self.list_fn(self.namespace, label_selector=self.selector)
+                # Raw JSON, not the client's model classes: this harness shares the 2 cores with the operator
+                # and the API server, and building a model per event would slow what it measures.
+                resp = self.list_fn(self.namespace, label_selector=self.selector, _preload_content=False)
+                initial = json.loads(resp.data)
                 now = time.monotonic()
-                for item in initial.items:  # seen while the watch was re-established: as of the re-list
-                    self.seen.setdefault(item.metadata.name, now)
+                for item in initial["items"]:  # seen while the watch was re-established: as of the re-list
+                    self.seen.setdefault(item["metadata"]["name"], now)
                 if first:
                     self.ready.set()
                     first = False
@@ -97,9 +105,10 @@ class Watcher(threading.Thread):
                     self.list_fn,
                     self.namespace,
                     label_selector=self.selector,
-                    resource_version=initial.metadata.resource_version,
+                    resource_version=initial["metadata"]["resourceVersion"],
+                    deserialize=False,
                 ):
-                    self.seen.setdefault(event["object"].metadata.name, time.monotonic())
+                    self.seen.setdefault(event["object"]["metadata"]["name"], time.monotonic())
             except Exception as e:  # a watch the server ended early: list and watch again
                 if not self.done:
                     print(f"watch of {self.selector} restarted: {type(e).__name__}", file=sys.stderr)
@@ -154,119 +163,157 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_gb, 1), "os": platform.platform()}
 
 
-def run_size(
-    cluster: Any, jobs: int, parts: str, timeout: float, *, wait_gone: bool, pythonpath: str | None = None
-) -> dict[str, Any]:
-    """One measurement: a fresh namespace and operator, ``jobs`` StaticTrainingJobs created at once.
+def start_operator(cluster: Any, ns: str, parts: str, port: int, pythonpath: str | None) -> subprocess.Popen[bytes]:
+    """A fresh operator subprocess watching ``ns``, healthy (its liveness endpoint answers) when this returns.
 
     ``pythonpath`` replaces the operator's PYTHONPATH (e.g. "" runs the operator installed in the venv,
     the baseline, instead of a worktree's sources put first by env.sh)."""
-    ns = f"bench-{uuid.uuid4().hex[:6]}"
-    op: subprocess.Popen[bytes] | None = None
+    env = dict(cluster.env)
+    env.update(
+        {
+            "STATICTRAIN_OPERATOR_NAMESPACES": ns,
+            "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps(TOLERATIONS),
+            "STATICTRAIN_OPERATOR_PARTS": parts,
+            # kwok pods write no checkpoints: no per-job claims (as in the operator's integration tests)
+            "STATICTRAIN_OPERATOR_CHECKPOINT_VOLUME_SIZE": "",
+        }
+    )
+    if pythonpath is not None:
+        env["PYTHONPATH"] = pythonpath
+    exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
+    assert exe, "statictrain-operator is not installed next to this python"
+    log = (pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"{ns}-operator.log").open("wb")
+    liveness = f"http://127.0.0.1:{port}/healthz"
+    op = subprocess.Popen(
+        # no /metrics of its own: two operators at once (and other work on the machine) would want one port
+        [exe, "--kubeconfig", str(cluster.kubeconfig), "--liveness", liveness, "--metrics-port", "0"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
+            return op
+        except OSError:
+            if time.monotonic() > deadline or op.poll() is not None:
+                raise SystemExit(f"operator did not become healthy; log: {log.name}") from None
+            time.sleep(0.2)
+
+
+def run_size(
+    cluster: Any, jobs: int, parts: str, timeout: float, *, wait_gone: bool, pythonpath: str | None = None
+) -> dict[str, Any]:
+    """One measurement: a fresh namespace and operator, ``jobs`` StaticTrainingJobs created at once."""
+    return run_sides(cluster, jobs, parts, timeout, {"run": pythonpath}, wait_gone=wait_gone)["run"]
+
+
+def run_sides(
+    cluster: Any, jobs: int, parts: str, timeout: float, sides: dict[str, str | None], *, wait_gone: bool
+) -> dict[str, dict[str, Any]]:
+    """``jobs`` StaticTrainingJobs created at once, shared out in turn among ``sides`` (name -> the operator's
+    PYTHONPATH, see start_operator): each side is a fresh namespace with its own operator, all running at the
+    same time, so two operators compared this way see the same machine load."""
+    tag = uuid.uuid4().hex[:6]
+    namespaces = {side: f"bench-{tag}-{i}" for i, side in enumerate(sides)}
+    ops: dict[str, subprocess.Popen[bytes]] = {}
     try:
-        cluster.kubectl("create", "namespace", ns)
         cfg = client.Configuration()
         config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=cfg)  # type: ignore[no-untyped-call]
         cfg.connection_pool_maxsize = 32
         api = client.ApiClient(cfg)
         custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
-
-        env = dict(cluster.env)
-        env.update(
-            {
-                "STATICTRAIN_OPERATOR_NAMESPACES": ns,
-                "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps(TOLERATIONS),
-                "STATICTRAIN_OPERATOR_PARTS": parts,
-                # kwok pods write no checkpoints: no per-job claims (as in the operator's integration tests)
-                "STATICTRAIN_OPERATOR_CHECKPOINT_VOLUME_SIZE": "",
-            }
-        )
-        if pythonpath is not None:
-            env["PYTHONPATH"] = pythonpath
-        exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
-        assert exe, "statictrain-operator is not installed next to this python"
-        log = (pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"{ns}-operator.log").open("wb")
-        port = 18080 + os.getpid() % 1000
-        op = subprocess.Popen(
-            [exe, "--kubeconfig", str(cluster.kubeconfig), "--liveness", f"http://127.0.0.1:{port}/healthz"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1).read()
-                break
-            except OSError:
-                if time.monotonic() > deadline or op.poll() is not None:
-                    raise SystemExit(f"operator did not become healthy; log: {log.name}") from None
-                time.sleep(0.2)
+        for i, (side, ns) in enumerate(namespaces.items()):
+            cluster.kubectl("create", "namespace", ns)
+            ops[side] = start_operator(cluster, ns, parts, 18080 + (os.getpid() + i) % 1000, sides[side])
 
         selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
-        jobs_w = Watcher(batch.list_namespaced_job, ns, selector)
-        pods_w = Watcher(core.list_namespaced_pod, ns, labels.JOB)
-        for w in (jobs_w, pods_w):
+        jobs_w = {side: Watcher(batch.list_namespaced_job, ns, selector) for side, ns in namespaces.items()}
+        pods_w = {side: Watcher(core.list_namespaced_pod, ns, labels.JOB) for side, ns in namespaces.items()}
+        for w in [*jobs_w.values(), *pods_w.values()]:
             w.start()
             w.ready.wait(30)
 
-        names = [f"job-{i:04d}" for i in range(jobs)]
+        order = list(sides)
+        names = [(order[i % len(order)], f"job-{i:04d}") for i in range(jobs)]
         created: dict[str, float] = {}
 
-        def create(name: str) -> None:
-            custom.create_namespaced_custom_object(labels.GROUP, labels.VERSION, ns, labels.PLURAL, manifest(name))
+        def create(side_name: tuple[str, str]) -> None:
+            side, name = side_name
+            custom.create_namespaced_custom_object(
+                labels.GROUP, labels.VERSION, namespaces[side], labels.PLURAL, manifest(name), _preload_content=False
+            )
             created[name] = time.monotonic()
 
-        cpu0 = cpu_seconds(op.pid)
+        cpu0 = {side: cpu_seconds(op.pid) for side, op in ops.items()}
         t0 = time.monotonic()
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             list(pool.map(create, names))
         t_applied = time.monotonic() - t0
         deadline = time.monotonic() + timeout
-        want_jobs = {f"{n}-worker" for n in names}
-        while not want_jobs <= set(jobs_w.seen):  # the operator's work: every worker Job exists
-            if time.monotonic() > deadline:
-                raise SystemExit(f"timed out: {len(jobs_w.seen)} worker Jobs of {jobs}")
-            time.sleep(0.1)
-        all_worker_jobs_s = max(jobs_w.seen[j] for j in want_jobs) - t0
-        operator_cpu_s = cpu_seconds(op.pid) - cpu0
-        mem = memory_mb(op.pid)
-        while len(pods_w.seen) < jobs and time.monotonic() < deadline:  # then the Job controller's
-            time.sleep(0.1)
-        pods_seen = len(pods_w.seen)
-        all_workers_s = max(pods_w.seen.values()) - t0 if pods_seen >= jobs else None
-        latencies = [jobs_w.seen[f"{n}-worker"] - created[n] for n in names]
-        for w in (jobs_w, pods_w):
+        out: dict[str, dict[str, Any]] = {}
+        for side in order:
+            want_jobs = {f"{n}-worker" for s, n in names if s == side}
+            seen = jobs_w[side].seen
+            while not want_jobs <= set(seen):  # the operator's work: every worker Job exists
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"timed out: {len(seen)} worker Jobs of {len(want_jobs)} ({side})")
+                time.sleep(0.1)
+            out[side] = {
+                "all_worker_jobs_s": round(max(seen[j] for j in want_jobs) - t0, 3),
+                "operator_cpu_s": round(cpu_seconds(ops[side].pid) - cpu0[side], 2),
+                "memory": memory_mb(ops[side].pid),
+            }
+        for side in order:  # then the Job controller's
+            want = sum(1 for s, _ in names if s == side)
+            while len(pods_w[side].seen) < want and time.monotonic() < deadline:
+                time.sleep(0.1)
+        for side in order:
+            mine = [n for s, n in names if s == side]
+            pods = pods_w[side].seen
+            latencies = [jobs_w[side].seen[f"{n}-worker"] - created[n] for n in mine]
+            mem = out[side].pop("memory")
+            out[side] = {
+                "jobs": len(mine),
+                "all_workers_s": round(max(pods.values()) - t0, 3) if len(pods) >= len(mine) else None,
+                "all_worker_jobs_s": out[side]["all_worker_jobs_s"],
+                "worker_pods_seen": len(pods),
+                "handler_latency_p50_s": round(percentile(latencies, 50), 4),
+                "handler_latency_p99_s": round(percentile(latencies, 99), 4),
+                "handler_latency_max_s": round(max(latencies), 4),
+                "handler_latency_mean_s": round(statistics.fmean(latencies), 4),
+                "create_requests_s": round(t_applied, 3),
+                "operator_cpu_s": out[side]["operator_cpu_s"],
+                "operator_rss_mb": mem.get("VmRSS"),
+                "operator_peak_rss_mb": mem.get("VmHWM"),
+                "load_average_1m_at_end": round(os.getloadavg()[0], 2),
+            }
+        for w in [*jobs_w.values(), *pods_w.values()]:
             w.close()
-        return {
-            "jobs": jobs,
-            "all_workers_s": None if all_workers_s is None else round(all_workers_s, 3),
-            "all_worker_jobs_s": round(all_worker_jobs_s, 3),
-            "worker_pods_seen": pods_seen,
-            "handler_latency_p50_s": round(percentile(latencies, 50), 4),
-            "handler_latency_p99_s": round(percentile(latencies, 99), 4),
-            "handler_latency_max_s": round(max(latencies), 4),
-            "handler_latency_mean_s": round(statistics.fmean(latencies), 4),
-            "create_requests_s": round(t_applied, 3),
-            "operator_cpu_s": round(operator_cpu_s, 2),
-            "operator_rss_mb": mem.get("VmRSS"),
-            "operator_peak_rss_mb": mem.get("VmHWM"),
-            "load_average_1m_at_end": round(os.getloadavg()[0], 2),
-        }
+        return out
     finally:
-        if op is not None:
+        for op in ops.values():
             op.terminate()
+        for op in ops.values():
             try:
                 op.wait(60)
             except subprocess.TimeoutExpired:
                 op.kill()
                 op.wait(30)
-        # Before another size: wait for the namespace to go, so its garbage collection does not load that run.
+        # Before another size: wait for the namespaces to go, so their garbage collection does not load that run.
         wait = ["--wait=true", "--timeout=1200s"] if wait_gone else ["--wait=false"]
         try:
-            cluster.kubectl("delete", "namespace", ns, *wait, check=False, timeout=1260)
+            cluster.kubectl("delete", "namespace", *namespaces.values(), *wait, check=False, timeout=1260)
         except subprocess.TimeoutExpired:
-            print(f"namespace {ns} still terminating; going on", file=sys.stderr)
+            print(f"namespaces {list(namespaces.values())} still terminating; going on", file=sys.stderr)
+
+
+RATIO_KEYS = ("handler_latency_p50_s", "handler_latency_p99_s", "all_worker_jobs_s", "operator_cpu_s")
+
+
+def ratios(new: dict[str, Any], base: dict[str, Any]) -> dict[str, float]:
+    return {k: round(new[k] / base[k], 3) for k in RATIO_KEYS if new.get(k) and base.get(k)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,6 +333,12 @@ def main(argv: list[str] | None = None) -> int:
         default="",
         help="sizes also measured, just before, with the baseline operator: the one installed in the venv "
         "(PYTHONPATH cleared), e.g. main's when this runs from a worktree with env.sh",
+    )
+    p.add_argument(
+        "--together-sizes",
+        default="",
+        help="sizes also measured with this operator and the baseline running at the same time, each on half "
+        "of the jobs (created in turn), so both see the same machine load: the side-by-side ratio of one run",
     )
     args = p.parse_args(argv)
     sizes = [int(x) for x in str(args.jobs).split(",") if x.strip()]
@@ -310,6 +363,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = []
         baseline: dict[int, dict[str, Any]] = {}
         base_sizes = {int(x) for x in str(args.baseline_sizes).split(",") if x.strip()}
+        together_sizes = [int(x) for x in str(args.together_sizes).split(",") if x.strip()]
+        together: dict[int, dict[str, Any]] = {}
+        for n in together_sizes:
+            both = run_sides(cluster, n, args.parts, args.timeout, {"this": None, "baseline": ""}, wait_gone=True)
+            together[n] = {**both, "ratio_this_over_baseline": ratios(both["this"], both["baseline"])}
+            print(json.dumps({"together": together[n]}), file=sys.stderr)
         for i, n in enumerate(sizes):
             if n in base_sizes:  # side by side: the baseline right before, on the same cluster and load
                 baseline[n] = run_size(cluster, n, args.parts, args.timeout, wait_gone=True, pythonpath="")
@@ -334,11 +393,9 @@ def main(argv: list[str] | None = None) -> int:
         for n, base in baseline.items():
             new = next(r for r in runs if r["jobs"] == n)
             result[f"baseline_{n}"] = base
-            result[f"ratio_new_over_baseline_{n}"] = {
-                k: round(new[k] / base[k], 3)
-                for k in ("handler_latency_p50_s", "handler_latency_p99_s", "all_worker_jobs_s", "operator_cpu_s")
-                if new.get(k) and base.get(k)
-            }
+            result[f"ratio_new_over_baseline_{n}"] = ratios(new, base)
+        for n, both in together.items():
+            result[f"together_{n}"] = both
         result.update(
             {
                 "goals": {"all_workers_s": 10, "handler_latency_p50_s": 0.2, "handler_latency_p99_s": 1.0},
@@ -363,7 +420,9 @@ def main(argv: list[str] | None = None) -> int:
                 },
                 "setup": "a fresh operator subprocess watching a fresh namespace per size, one size after the "
                 "other; 16 client threads create the jobs; kwok nodes only (no real node); the control plane, "
-                "kwok, Prometheus and the operator share the machine with other work",
+                "kwok, Prometheus and the operator share the machine with other work; together_<n>: this operator "
+                "and the baseline (main's, the venv's install) at the same time, each on its own namespace and half "
+                "of the jobs, created in turn",
                 "command": " ".join([pathlib.Path(sys.executable).name, *sys.argv]),
                 "machine": machine(),
                 "versions": versions,

@@ -81,6 +81,10 @@ seccompProfile:
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
+# Application: a job in a Kueue queue shows its LocalQueue and Kueue's Workload (admission, flavor).
+- apiGroups: [kueue.x-k8s.io]
+  resources: [localqueues, workloads]
+  verbs: [list]
 # Application: the headless Service of each job's workers (watched, label-selected, to recreate it).
 - apiGroups: [""]
   resources: [services]

@@ -25,6 +25,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("--timeout", type=float, default=180)
             p.add_argument("--no-real-node", action="store_true",
                            help="kwok nodes only (default: a real node joins too when this machine can run one)")
+            p.add_argument("--kueue", action="store_true",
+                           help="also run Kueue with spot and on-demand flavors and a LocalQueue 'gpu' per team "
+                                "namespace (deploy/local-cluster/kueue-queues.yaml)")
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -34,12 +37,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "start":
             t0 = time.monotonic()
             bin_dir = build_binaries(log=sys.stderr)
-            cluster.start(bin_dir, args.prometheus_port, args.timeout, log=sys.stderr, real_node=not args.no_real_node)
+            cluster.start(bin_dir, args.prometheus_port, args.timeout, log=sys.stderr, real_node=not args.no_real_node,
+                          with_kueue=args.kueue)
             print(f"cluster {args.name!r} ready in {time.monotonic() - t0:.1f}s", file=sys.stderr)
             if cluster.state.real_node:
                 print(f"# real node: {cluster.state.real_node} (pods in real containers)")
             print(f"export KUBECONFIG={cluster.kubeconfig} PATH={bin_dir}:$PATH")
             print(f"# Prometheus: {cluster.prometheus_url}   extender port: {cluster.extender_port}")
+            if args.kueue:
+                print("# Kueue: ClusterQueue gpu, LocalQueue gpu in team-a and team-b; "
+                      f"log: {cluster.root / 'kueue.log'}")
         elif args.command == "stop":
             cluster.stop()
         elif args.command == "status":

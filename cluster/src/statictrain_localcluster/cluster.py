@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from statictrain_localcluster import images, nodepool, procs, prometheus, realnode
+from statictrain_localcluster import images, kueue, nodepool, procs, prometheus, realnode
 from statictrain_localcluster.paths import REPO_FILES, cache_root
 
 __all__ = ["REPO_FILES", "ClusterError", "LocalCluster", "State", "build_binaries", "cache_root", "state_dir"]
@@ -74,6 +74,10 @@ class State:
     netpol_bin: str = ""
     """Folder of the NetworkPolicy enforcer (kube-network-policies) built for the real node;
     empty when this machine cannot run it (netpol.Enforcer starts it on demand)."""
+    kueue_bin: str = ""
+    """Folder of the Kueue build when Kueue runs (start_kueue)."""
+    kueue_webhook_port: int = 0
+    kueue_health_port: int = 0
 
 
 class LocalCluster:
@@ -156,11 +160,12 @@ class LocalCluster:
 
     # ---- lifecycle -----------------------------------------------------------
     def start(self, bin_dir: Path, prometheus_port: int | None = None, timeout_s: float = 180,
-              log: Any = None, real_node: bool = True) -> None:
+              log: Any = None, real_node: bool = True, *, with_kueue: bool = False) -> None:
         """Start everything or nothing: on any failure, what was started is stopped.
 
         With ``real_node`` a real node joins too when this machine can run one;
-        otherwise the reason is logged and kept in the state (``real_node_problem``)."""
+        otherwise the reason is logged and kept in the state (``real_node_problem``).
+        With ``with_kueue`` Kueue and its queues are installed too (start_kueue)."""
         pools = self._read_nodepool()
         prom_bin = self._check_prerequisites(bin_dir, prometheus_port)
         if (self.root / "state.json").exists():
@@ -178,6 +183,8 @@ class LocalCluster:
             self._start_prometheus(prom_bin)
             if real_node:
                 self._start_real_node(timeout_s, log)
+            if with_kueue:
+                self.start_kueue(timeout_s, log)
         except BaseException:
             self.stop()
             raise
@@ -268,6 +275,38 @@ class LocalCluster:
             prometheus.wait_ready(self.prometheus_url, proc)
         except (RuntimeError, TimeoutError) as e:
             raise ClusterError(f"{e}; log: {self.root / 'prometheus.log'}") from None
+
+    # ---- Kueue ------------------------------------------------------------------
+    def start_kueue(self, timeout_s: float = 180, log: Any = None,
+                    queues: Path | None = None) -> None:
+        """Install Kueue (CRDs, webhooks), start its manager and apply the queues
+        (default deploy/local-cluster/kueue-queues.yaml). A no-op when it runs already."""
+        st = self.state
+        if st.kueue_health_port and kueue.ready(st.kueue_health_port):
+            return
+        kueue_bin = build_binaries(log, "build-kueue.sh")
+        root = self.root / "kueue"
+        root.mkdir(parents=True, exist_ok=True)
+        st.kueue_bin, st.kueue_webhook_port, st.kueue_health_port = str(kueue_bin), procs.free_port(), procs.free_port()
+        self._save()
+        try:
+            kueue.install(self.kubectl, kueue_bin / "config", root, st.kueue_webhook_port)
+            proc = kueue.start(kueue_bin, root, self.kubeconfig, webhook_port=st.kueue_webhook_port,
+                               health_port=st.kueue_health_port, log=self.root / "kueue.log")
+        except kueue.KueueError as e:
+            raise ClusterError(str(e)) from None
+        self._children.append(proc)
+        try:
+            kueue.wait_ready(proc, st.kueue_health_port, st.kueue_webhook_port, timeout_s, self.root / "kueue.log")
+            queues = queues or REPO_FILES / "deploy/local-cluster/kueue-queues.yaml"
+            # The webhooks answer once the manager has injected its CA: retry until the apply passes them.
+            self._wait(lambda: self.kubectl("apply", "--server-side", "-f", str(queues), check=False).returncode == 0,
+                       timeout_s, f"Kueue to accept {queues.name}")
+        except (kueue.KueueError, ClusterError) as e:
+            procs.stop_process(proc, grace_s=10)
+            st.kueue_health_port = 0
+            self._save()
+            raise ClusterError(f"{e}; Kueue's log: {self.root / 'kueue.log'}") from None
 
     # ---- the real node ---------------------------------------------------------
     def _start_real_node(self, timeout_s: float, log: Any) -> None:

@@ -30,8 +30,8 @@ Phase = Literal[
     "Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed"
 ]
 ConditionType = Literal[
-    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "BudgetExceeded", "BudgetWarning",
-    "Remediation",
+    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Admitted", "BudgetExceeded",
+    "BudgetWarning", "Remediation",
 ]
 ConditionStatus = Literal["True", "False", "Unknown"]
 Severity = Literal["Info", "Warning", "Critical"]
@@ -55,12 +55,13 @@ CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
     "Suspended",
     "Succeeded",
     "Failed",
+    "Admitted",
     "BudgetExceeded",
     "BudgetWarning",
     "Remediation",
 )
-"""Lifecycle conditions (the converger), then BudgetExceeded and BudgetWarning (cost part) and Remediation
-(anomaly part)."""
+"""Lifecycle conditions and Admitted (the converger; Admitted only for a job in a Kueue queue), then
+BudgetExceeded and BudgetWarning (cost part) and Remediation (anomaly part)."""
 FINISHED_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 MAX_ANOMALIES: Final = 20
 """status.anomalies keeps at most this many entries (the CRD's maxItems)."""
@@ -223,6 +224,8 @@ class Cost(TypedDict, total=False):
     """Tokens (or samples) trained so far, an integer string."""
     steps: str
     """Optimizer steps so far, an integer string."""
+    progressSteps: str
+    """Optimizer steps so far, unrounded (mean over ranks: DDP progress can be a half step)."""
     gpuUSD: Money
     cpuUSD: Money
     memoryUSD: Money
@@ -231,6 +234,8 @@ class Cost(TypedDict, total=False):
     steadyUSD: Money
     steadySteps: str
     stepMark: str
+    flags: dict[str, str]
+    """Problems of the cost data (e.g. utilization-gaps) -> accounting windows that raised them (integer strings)."""
     updated: Timestamp
 
 
@@ -249,6 +254,15 @@ class RemediationStatus(TypedDict, total=False):
     lastReason: str
 
 
+class QueueStatus(TypedDict, total=False):
+    name: str
+    clusterQueue: str
+    workload: str
+    admitted: bool
+    flavors: dict[str, str]
+    message: str
+
+
 class Status(TypedDict, total=False):
     phase: Phase
     observedGeneration: int
@@ -265,6 +279,7 @@ class Status(TypedDict, total=False):
     cost: Cost
     anomalies: list[Anomaly]
     remediation: RemediationStatus
+    queue: QueueStatus
 
 
 # ----------------------------------------------------------------------------- defaults

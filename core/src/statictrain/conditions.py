@@ -37,7 +37,7 @@ ANOMALY_TYPES: Final[tuple[ConditionType, ...]] = (REMEDIATION,)
 LIFECYCLE_TYPES: Final[tuple[ConditionType, ...]] = tuple(
     t for t in CONDITION_TYPES if t not in (*COST_TYPES, *ANOMALY_TYPES)
 )
-"""Created, Running, Restarting, Suspended, Succeeded, Failed: written by the converger only."""
+"""Created, Running, Restarting, Suspended, Succeeded, Failed, Admitted: written by the converger only."""
 
 
 class Reason:
@@ -53,6 +53,7 @@ class Reason:
     COMPILING: Final = "Compiling"
     COMPLETED: Final = "Completed"
     SUSPENDED: Final = "Suspended"
+    QUEUED: Final = "Queued"
     PHASE_CHANGED: Final = "PhaseChanged"
     # budget (cost part)
     WITHIN_BUDGET: Final = "WithinBudget"

@@ -140,6 +140,8 @@ class NodeInfo:
     present_to: float | None = None
     """Node deletion time; None means still present."""
     weights: ResourcePrices = DEFAULT_WEIGHTS
+    price_flag: str = ""
+    """Why the price is not the node's own (e.g. its price annotation is malformed); flags its pods' jobs."""
 
     @property
     def prices(self) -> ResourcePrices:
@@ -423,7 +425,7 @@ def allocate(
             continue
         runtime = hi - lo
         u = usage.get(pod.uid, PodUsage())
-        flags: list[str] = []
+        flags: list[str] = [node.price_flag] if node.price_flag else []
         gpus = max(pod.gpus_requested, u.gpus_seen)
         if u.gpus_seen > pod.gpus_requested:
             flags.append("usage-above-request")

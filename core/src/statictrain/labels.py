@@ -21,6 +21,12 @@ ROLE = f"{GROUP}/role"  # "worker" on worker pods
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "statictrain"
 
+# Kueue's labels (sigs.k8s.io/kueue pkg/controller/constants): on a StaticTrainingJob, the queue and
+# priority class are copied to its worker Job; Kueue puts the Job's uid on the Workload it makes for it.
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"
+
 # Node labels that real clusters carry (read by the annotator and the extender).
 INSTANCE_TYPE = "node.kubernetes.io/instance-type"
 REGION = "topology.kubernetes.io/region"

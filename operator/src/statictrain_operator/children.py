@@ -493,19 +493,20 @@ def pod_failure_policy() -> dict[str, Any]:
     }
 
 
-def worker_job(owner: Owner, settings: Settings) -> dict[str, Any]:
-    """The Indexed Job running the workers."""
+def worker_job(owner: Owner, settings: Settings, queue_labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The Indexed Job running the workers. With ``queue_labels`` (Kueue's, see queueing.py) it is
+    created suspended: Kueue unsuspends it on admission."""
     spec = owner.spec
     replicas = int(spec.get("replicas", api.DEFAULTS["replicas"]))
     template = pod_template(owner, settings)
     run = spec.get("runPolicy") or {}
-    meta = _metadata(owner)
+    meta = _metadata(owner, queue_labels)
     meta["annotations"] = {api.TEMPLATE_HASH_ANNOTATION: template_hash(owner, settings)}
     job_spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": replicas,
         "parallelism": replicas,
-        "suspend": bool(spec.get("suspend", False)),
+        "suspend": bool(spec.get("suspend", False)) or bool(queue_labels),
         "backoffLimit": int(run.get("backoffLimit", 3)),
         # Spot preemption and node drains set the DisruptionTarget condition: not the job's fault.
         "podFailurePolicy": pod_failure_policy(),

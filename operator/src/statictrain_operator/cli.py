@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from statictrain_operator import estimate_cli, gate_cli, preflight_cli
+from statictrain_operator import estimate_cli, flavors_cli, gate_cli, preflight_cli
 from statictrain_operator.cli_args import add_prometheus_url
 from statictrain_operator.kube.oneshot import ClusterUnavailableError, list_trainingjobs
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
@@ -141,6 +141,7 @@ def build_parser(prog: str = "statictrain") -> argparse.ArgumentParser:
     gate_cli.add_parser(sub)
     estimate_cli.add_parser(sub)
     preflight_cli.add_parser(sub)
+    flavors_cli.add_parser(sub)
     try:
         anomaly_cli = importlib.import_module("statictrain_operator.anomaly.cli")
     except ModuleNotFoundError as e:

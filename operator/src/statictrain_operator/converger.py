@@ -10,22 +10,26 @@ exists is a 409 (then it reads the API and plans again), nothing is adopted.
 API errors are retried after a jittered wait that doubles with every failure in a
 row, up to settings.backoff_max_s (backoff.py); events and the resync still converge
 at once. Calls for one job are serialized by a per-job lock; every API call is awaited
-on kopf's loop through the Kube port. Objects created here are remembered
-until the watch brings them into the index, so a quick second event does not
-try to create them again. Status is written with server-side apply as the
-converger's own field manager (writer.CONVERGER: phase and lifecycle conditions).
+on kopf's loop through the Kube port. Children come first: the worker Job's
+create starts before its Service's (and its claim's), and status writes wait
+while any job's children are being created, so under a burst of new jobs
+the connection pool and the API server serve the creates before the status.
+Objects created here are remembered until the watch brings them into the
+index, so a quick second event does not try to create them again. Status is
+written with server-side apply as the converger's own field manager
+(writer.CONVERGER: phase and lifecycle conditions).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
-from statictrain import api
+from statictrain import api, labels
 
-from . import backoff, children, reconcile, status, writer
-from .kube import port
+from . import backoff, children, queueing, reconcile, status, writer
+from .kube import events, port
 from .runtime import Runtime
 
 __all__ = ["Converger", "Key", "Lookup", "job_after", "owner_of"]
@@ -62,9 +66,15 @@ class Converger:
         self.locks: dict[Key, asyncio.Lock] = {}
         self.recent: dict[Key, dict[str, Mapping[str, Any]]] = {}
         self.scheduled: set[Key] = set()
+        self.warned: set[Key] = set()
+        """Jobs whose Kueue label was ignored (Kueue absent) and the warning event sent."""
         self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
         self.status = writer.StatusWriter(rt.kube, writer.CONVERGER)
         self.backoff = backoff.Backoff(rt.settings.requeue_s, rt.settings.backoff_max_s)
+        self.creating = 0
+        """Jobs whose children are being created right now (status writes wait for none)."""
+        self.no_creates = asyncio.Event()
+        self.no_creates.set()
 
     async def converge(self, key: Key) -> None:
         lock = self.locks.setdefault(key, asyncio.Lock())
@@ -101,13 +111,17 @@ class Converger:
         self.rt.tasks.append(asyncio.get_running_loop().create_task(again()))
         self.rt.tasks[:] = [t for t in self.rt.tasks if not t.done()]
 
-    def _desired(self, key: Key, view: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Desired children, rebuilt only when the job's uid, generation or labels change."""
+    def _desired(
+        self, key: Key, view: Mapping[str, Any], queued: bool
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Desired children, rebuilt only when the job's uid, generation or labels change (or Kueue comes)."""
         meta = view["metadata"]
-        signature = (meta["uid"], meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())))
+        signature = (meta["uid"], meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())), queued)
         cached = self.desired.get(key)
         if cached is None or cached[0] != signature:
-            cached = (signature, reconcile.desired_children(owner_of(view), self.rt.settings))
+            owner = owner_of(view)
+            queue_labels = queueing.job_labels(owner) if queued else None
+            cached = (signature, reconcile.desired_children(owner, self.rt.settings, queue_labels))
             self.desired[key] = cached
         return cached[1]
 
@@ -127,25 +141,92 @@ class Converger:
         job = self._observed(key, "Job", self.worker_job(key))
         current: api.Status = view.get("status") or {}
         finished = current.get("phase") in api.FINISHED_PHASES
-        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=self._desired(key, view))
+        queue_name = queueing.queue_name(owner)
+        seen = await self._queue(owner, queue_name, job) if queue_name and not finished else None
+        queued = seen is not None and seen.kueue
+        desired = self._desired(key, view, queued)
+        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=desired)
         if plan.create:  # create the missing children concurrently, then do the rest of the plan
-            made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
-            if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
-                plan, job = await self._replan(key, owner, finished=finished)
+            self.creating += 1
+            self.no_creates.clear()
+            try:
+                made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
+                if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
+                    plan, job = await self._replan(key, owner, finished=finished, desired=desired)
+            finally:
+                self.creating -= 1
+                if not self.creating:
+                    self.no_creates.set()
         if plan.job_patch or plan.delete_job:
             await self._apply(key, owner, plan)
-        new = status.compute(
-            owner.name,
-            owner.spec,
-            generation=view["metadata"].get("generation", 0),
-            job=job_after(plan, job),
-            current=current,
-            now=self.rt.clock(),
-        )
+        queue_fields = self._queue_status(queue_name, seen)
+        new = self._status(view, plan, job, queue_fields)
+        if new and not self.no_creates.is_set():
+            await self.no_creates.wait()  # other jobs' children first; then status from the latest views
+            view, job = self.trainingjob(key), self.worker_job(key) or job
+            if view is None or view["metadata"].get("deletionTimestamp"):
+                return None
+            new = self._status(view, plan, job, queue_fields)
         if new:
             fields = {k: v for k, v in new.items() if k != "conditions"}
             await self.status.write(view, fields, new.get("conditions") or [], now=self.rt.clock())
+        if queued and seen is not None and seen.workload is None and job is not None:
+            return "waiting for Kueue's Workload of the worker Job"
         return plan.wait
+
+    async def _queue(self, owner: children.Owner, name: str, job: Mapping[str, Any] | None) -> queueing.Observed:
+        """Read the LocalQueue and Kueue's Workload of the worker Job; Kueue absent: warn once."""
+        kube = self.rt.kube
+        try:
+            local_queues = await kube.list(port.LOCALQUEUES, owner.namespace)
+        except port.ApiError as e:
+            if e.status != 404:
+                raise
+            key = (owner.namespace, owner.name)
+            if key not in self.warned:
+                self.warned.add(key)
+                message = (f"label {labels.KUEUE_QUEUE}={name} ignored: Kueue is not installed in this cluster "
+                           "(no kueue.x-k8s.io API); the job runs without queueing")
+                self.logger.warning(f"{owner.namespace}/{owner.name}: {message}")
+                await kube.create(port.EVENTS, events.about_job(
+                    {"metadata": {"name": owner.name, "namespace": owner.namespace, "uid": owner.uid}},
+                    reason="KueueAbsent", message=message, event_type="Warning", component="statictrain-operator",
+                    now=self.rt.clock()))
+            return queueing.Observed(kueue=False)
+        local_queue = next((q for q in local_queues if q["metadata"]["name"] == name), None)
+        workload = None
+        uid = (job or {}).get("metadata", {}).get("uid")
+        if uid:
+            found = await kube.list(port.WORKLOADS, owner.namespace, label_selector=f"{labels.KUEUE_JOB_UID}={uid}")
+            workload = found[0] if found else None
+        return queueing.Observed(kueue=True, local_queue=local_queue, workload=workload)
+
+    @staticmethod
+    def _queue_status(name: str | None, seen: queueing.Observed | None) -> dict[str, Any]:
+        if name is None or seen is None or not seen.kueue:
+            return {}
+        q = queueing.status(name, seen)
+        return {"queue": q, "admitted": queueing.admitted_condition(q, seen)}
+
+    def _status(
+        self,
+        view: Mapping[str, Any],
+        plan: reconcile.Plan,
+        job: Mapping[str, Any] | None,
+        queue_fields: Mapping[str, Any],
+    ) -> api.Status:
+        """The job's status fields that change once ``plan`` is applied (empty: none)."""
+        meta = view["metadata"]
+        current = cast(api.Status, view.get("status") or {})
+        return status.compute(
+            meta["name"],
+            view["spec"],
+            generation=meta.get("generation", 0),
+            job=job_after(plan, job),
+            current=current,
+            now=self.rt.clock(),
+            **queue_fields,
+        )
 
     async def _create(self, key: Key, obj: dict[str, Any]) -> bool:
         """Create one child; False when one of that name exists (the index is behind, or a leftover)."""
@@ -156,13 +237,15 @@ class Converger:
         self.logger.info(f"{meta['namespace']}/{key[1]}: created {obj['kind']} {meta['name']}")
         return True
 
-    async def _replan(self, key: Key, owner: children.Owner, *, finished: bool) -> tuple[reconcile.Plan, Any]:
+    async def _replan(
+        self, key: Key, owner: children.Owner, *, finished: bool, desired: tuple[dict[str, Any], dict[str, Any]]
+    ) -> tuple[reconcile.Plan, Any]:
         """Read the children from the API, plan again and create what is still missing."""
         kube, name = self.rt.kube, children.worker_name(owner.name)
         svc, job = await asyncio.gather(
             kube.get(port.SERVICES, owner.namespace, name), kube.get(port.JOBS, owner.namespace, name)
         )
-        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished)
+        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=desired)
         for obj in plan.create:
             await self._create(key, obj)
         return plan, job

@@ -18,7 +18,7 @@ from statictrain.promql import range_duration, selector
 
 from statictrain_operator.prom import PromReader, Series
 
-__all__ = ["UNKNOWN_MODEL", "Speed", "per_model", "query_speed"]
+__all__ = ["UNKNOWN_MODEL", "Speed", "per_gpu", "per_model", "query_per_gpu", "query_speed"]
 
 UNKNOWN_MODEL = "unknown"
 """GPU model of a pod that exported no GPU metric (no NVML, or CPU only)."""
@@ -90,3 +90,38 @@ def query_speed(
     return per_model(
         _last(tps), _last(steps), [(s.labels, s.labels.get("gpu_model", UNKNOWN_MODEL)) for s in gpus], group_label
     )
+
+
+def per_gpu(
+    tokens_per_s: Iterable[tuple[Labels, float]], gpu_counts: Iterable[tuple[Labels, float]]
+) -> dict[str, float]:
+    """GPU model -> mean over pods of (the pod's tokens/s / its GPUs). ``gpu_counts``: one series per pod and
+    GPU model whose value is the pod's GPU count (the ``count by (pod_uid, gpu_model)`` of GPU metrics).
+    Pods without a GPU metric, or on more than one model, are left out."""
+    counts: dict[str, list[tuple[str, float]]] = defaultdict(list)
+    for lbl, n in gpu_counts:
+        if n > 0:
+            counts[lbl.get("pod_uid", "")].append((lbl.get("gpu_model", UNKNOWN_MODEL), n))
+    acc: dict[str, list[float]] = defaultdict(list)
+    for lbl, v in tokens_per_s:
+        found = counts.get(lbl.get("pod_uid", ""), [])
+        if len(found) != 1 or not math.isfinite(v) or v <= 0:
+            continue
+        model, n = found[0]
+        acc[model].append(v / n)
+    return {model: math.fsum(vals) / len(vals) for model, vals in sorted(acc.items())}
+
+
+def query_per_gpu(
+    reader: PromReader, any_of: Mapping[str, Sequence[str]], at: float, span_s: float
+) -> dict[str, float]:
+    """Measured tokens/s per GPU per GPU model over ``[at - span_s, at]`` of the pods matching ``any_of``
+    (TRAIN_TOKENS_PER_SECOND is per worker pod)."""
+    span = range_duration(span_s)
+    tps = reader.query(f"avg_over_time({selector(metrics.TRAIN_TOKENS_PER_SECOND, any_of=any_of)}[{span}])", at)
+    gpus = reader.query(
+        f"count by (pod_uid, gpu_model) "
+        f"(last_over_time({selector(metrics.GPU_MEMORY_TOTAL_BYTES, any_of=any_of)}[{span}]))",
+        at,
+    )
+    return per_gpu(_last(tps), _last(gpus))

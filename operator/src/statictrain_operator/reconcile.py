@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from statictrain import api
+from statictrain import api, labels
 
 from . import children
 from .settings import Settings
@@ -24,7 +24,7 @@ __all__ = ["Plan", "desired_children", "plan"]
 
 @dataclass(frozen=True)
 class Plan:
-    """Writes to make, in order; `wait` says why the job must be looked at again soon."""
+    """Writes to make, in order (the worker Job first); `wait` says why the job must be looked at again soon."""
 
     create: list[dict[str, Any]] = field(default_factory=list)
     job_patch: dict[str, Any] | None = None
@@ -50,9 +50,11 @@ def _finished(job: Mapping[str, Any]) -> bool:
     return False
 
 
-def desired_children(owner: children.Owner, settings: Settings) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(headless Service, worker Job) as they should be."""
-    return children.service(owner), children.worker_job(owner, settings)
+def desired_children(
+    owner: children.Owner, settings: Settings, queue_labels: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(headless Service, worker Job) as they should be; ``queue_labels`` put the Job in a Kueue queue."""
+    return children.service(owner), children.worker_job(owner, settings, queue_labels)
 
 
 def plan(
@@ -74,9 +76,9 @@ def plan(
         return Plan()
     create: list[dict[str, Any]] = []
     desired_service, desired_job = desired or desired_children(owner, settings)
-    for kind, observed, want in (
-        ("Service", observed_service, desired_service),
+    for kind, observed, want in (  # the Job first: the API calls start in this order
         ("Job", observed_job, desired_job),
+        ("Service", observed_service, desired_service),
     ):
         if observed is None:
             create.append(want)
@@ -88,7 +90,7 @@ def plan(
     if observed_job is None:
         # made with the Job (a 409 keeps the one that exists): the checkpoint claim, the profiling token
         made_with = [children.checkpoint_claim(owner, settings), children.profile_token_secret(owner, settings)]
-        return Plan(create=[*(obj for obj in made_with if obj), *create])
+        return Plan(create=[*create, *(obj for obj in made_with if obj)])
     if observed_job.get("metadata", {}).get("deletionTimestamp"):
         return Plan(create=create, wait="old worker Job is being deleted")
     if _finished(observed_job):
@@ -104,7 +106,9 @@ def plan(
     have = observed_job.get("spec") or {}
     want = desired_job["spec"]
     patch: dict[str, Any] = {}
-    if bool(have.get("suspend")) != want["suspend"]:
+    # A Job in a Kueue queue is suspended and resumed by Kueue only (queueing.py).
+    queued = labels.KUEUE_QUEUE in (observed_job["metadata"].get("labels") or {})
+    if bool(have.get("suspend")) != want["suspend"] and not queued:
         patch["suspend"] = want["suspend"]
     if have.get("parallelism") != want["parallelism"]:
         patch["parallelism"] = want["parallelism"]

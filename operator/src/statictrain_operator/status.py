@@ -42,8 +42,11 @@ def _job_condition(job: Mapping[str, Any], *types: str) -> Mapping[str, Any] | N
     return None
 
 
-def verdict(spec: api.Spec, job: Mapping[str, Any] | None, current: api.Status) -> Verdict:
-    """The phase a job is in, given its worker Job (None when it does not exist)."""
+def verdict(
+    spec: api.Spec, job: Mapping[str, Any] | None, current: api.Status, queue: api.QueueStatus | None = None
+) -> Verdict:
+    """The phase a job is in, given its worker Job (None when it does not exist) and, for a job in a
+    Kueue queue, its queue status (queueing.py): a Job that Kueue holds suspended is Pending."""
     suspended = bool(spec.get("suspend", False))
     if job is None:
         if suspended:
@@ -57,6 +60,9 @@ def verdict(spec: api.Spec, job: Mapping[str, Any] | None, current: api.Status) 
         reason = failed.get("reason") or Reason.WORKERS_FAILED
         return Verdict("Failed", reason, failed.get("message") or "the workers failed")
     if (job.get("spec") or {}).get("suspend"):
+        if queue is not None and not suspended:
+            why = queue.get("message") or "waiting for admission by Kueue"
+            return Verdict("Pending", Reason.QUEUED, f"in Kueue queue {queue.get('name')}: {why}")
         return Verdict("Suspended", Reason.SUSPENDED, "spec.suspend is true; worker pods were deleted")
     js = job.get("status") or {}
     want = int((job.get("spec") or {}).get("parallelism") or 0)
@@ -87,11 +93,20 @@ _CONDITION_OF_PHASE: Mapping[str, api.ConditionType] = {
 
 
 def conditions_for(
-    v: Verdict, job_exists: bool, generation: int, current: Sequence[api.Condition], now: datetime
+    v: Verdict,
+    job_exists: bool,
+    generation: int,
+    current: Sequence[api.Condition],
+    now: datetime,
+    *,
+    admitted: api.Condition | None = None,
 ) -> list[api.Condition]:
     """The lifecycle conditions (the converger's): Created is always present; the others appear once
-    true and turn False when the phase moves on. Other parts' conditions in ``current`` are left out."""
+    true and turn False when the phase moves on; Admitted as given (a job in a Kueue queue).
+    Other parts' conditions in ``current`` are left out."""
     conds = [c for c in current if c.get("type") in LIFECYCLE_TYPES]
+    if admitted is not None:
+        conds = set_condition(conds, {**admitted, "observedGeneration": generation}, now)
     created: api.Condition = (
         {
             "type": "Created",
@@ -130,15 +145,17 @@ def compute(
     job: Mapping[str, Any] | None,
     current: api.Status,
     now: datetime,
+    queue: api.QueueStatus | None = None,
+    admitted: api.Condition | None = None,
 ) -> api.Status:
-    """The operator-owned part of status.
+    """The operator-owned part of status; ``queue`` and ``admitted`` for a job in a Kueue queue.
 
     A job that already Succeeded or Failed keeps that phase even if its
     worker Job is gone (deleted by its TTL or by hand).
     """
     if current.get("phase") in api.FINISHED_PHASES and job is None:
         return {}
-    v = verdict(spec, job, current)
+    v = verdict(spec, job, current, queue)
     js = (job or {}).get("status") or {}
     out: api.Status = {
         "phase": v.phase,
@@ -148,8 +165,12 @@ def compute(
         "restarts": int(js.get("failed") or 0),
         "selector": children.selector(name),
         "workers": {"job": children.worker_name(name), "service": children.worker_name(name)},
-        "conditions": conditions_for(v, job is not None, generation, current.get("conditions") or [], now),
+        "conditions": conditions_for(
+            v, job is not None, generation, current.get("conditions") or [], now, admitted=admitted
+        ),
     }
+    if queue is not None:
+        out["queue"] = queue
     if "startTime" in current:
         out["startTime"] = current["startTime"]
     elif v.phase in ("Running", "Compiling"):

@@ -50,6 +50,7 @@ CONVERGER = Part(
         "workers",
         "startTime",
         "completionTime",
+        "queue",
     ),
     LIFECYCLE_TYPES,
 )

@@ -13,20 +13,16 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_se
 from statictrain import labels, metrics
 from statictrain_operator.anomaly.cluster import ClusterJobApi
 from statictrain_operator.kube import endpoint
-from statictrain_operator.kube.blocking import LoopThread
 from statictrain_operator.kube.http import HttpKube
 
 from .helpers import CRD, Trainer, free_port
 
 
 @pytest.fixture(scope="module")
-def job_api(cluster: Any) -> Iterator[ClusterJobApi]:
-    """The anomaly part's JobApi over the Kube port on the real API server (a loop in a thread, as in the
-    operator, where the evaluation runs in a worker thread)."""
-    kube = HttpKube(endpoint.load(str(cluster.kubeconfig)))
-    with LoopThread() as call:
-        yield ClusterJobApi(kube, call, lambda: datetime.now(UTC))
-        call(kube.close())
+def job_api(cluster: Any) -> ClusterJobApi:
+    """The anomaly part's JobApi over the Kube port on the real API server (tests await it with asyncio.run;
+    each run's HTTP session closes with its loop)."""
+    return ClusterJobApi(HttpKube(endpoint.load(str(cluster.kubeconfig))), lambda: datetime.now(UTC))
 
 
 @pytest.fixture(scope="module")

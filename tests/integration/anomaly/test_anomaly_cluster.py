@@ -8,6 +8,7 @@ HTTP and scraped by the cluster's Prometheus every second.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable
 from dataclasses import replace
@@ -47,7 +48,7 @@ def test_3x_step_time_regression_gets_an_event_and_is_reverted_once(
     ev = evaluator(job_api, settings(cluster))
 
     def good_recorded() -> bool:
-        ev.evaluate(get_job(cluster, namespace, name))
+        asyncio.run(ev.evaluate(get_job(cluster, namespace, name)))
         ann = get_job(cluster, namespace, name)["metadata"].get("annotations", {}).get(hist.ANNOTATION)
         return bool(ann) and hist.loads(ann).history.last_good_settings is not None
 
@@ -69,7 +70,7 @@ def test_3x_step_time_regression_gets_an_event_and_is_reverted_once(
     trainer.step_s = 0.3
 
     def reverted() -> dict[str, Any] | None:
-        ev.evaluate(get_job(cluster, namespace, name))
+        asyncio.run(ev.evaluate(get_job(cluster, namespace, name)))
         job = get_job(cluster, namespace, name)
         return job if job["spec"]["compile"]["mode"] == "default" else None
 
@@ -85,7 +86,7 @@ def test_3x_step_time_regression_gets_an_event_and_is_reverted_once(
 
     # Still slow (the stand-in does not speed up): no second action within the window.
     for _ in range(3):
-        ev.evaluate(get_job(cluster, namespace, name))
+        asyncio.run(ev.evaluate(get_job(cluster, namespace, name)))
     reasons = [e["reason"] for e in events(cluster, namespace, name)]
     assert reasons.count("RemediationRevertSettings") == 1
     assert (
@@ -112,7 +113,7 @@ def test_prometheus_down_means_no_action_and_a_condition_saying_why(
     )
     dead = f"http://127.0.0.1:{free_port()}"
     ev = evaluator(job_api, settings(cluster, prometheus_url=dead, query_timeout_s=2))
-    out = ev.evaluate(get_job(cluster, namespace, name))
+    out = asyncio.run(ev.evaluate(get_job(cluster, namespace, name)))
     assert out.applied == [] and out.data_problem and "Prometheus" in out.data_problem
     job = get_job(cluster, namespace, name)
     assert job["spec"].get("suspend", False) is False
@@ -137,7 +138,7 @@ class CrashAfterIntent:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.real, name)
 
-    def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
+    async def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
         raise OperatorKilled("operator killed mid-action")
 
 
@@ -154,7 +155,7 @@ def test_operator_restart_mid_action_completes_it_once(
 
     def killed_mid_action() -> bool:
         try:
-            crashing.evaluate(get_job(cluster, namespace, name))
+            asyncio.run(crashing.evaluate(get_job(cluster, namespace, name)))
         except OperatorKilled:
             return True
         return False
@@ -165,12 +166,12 @@ def test_operator_restart_mid_action_completes_it_once(
     assert [(i.action, i.done) for i in record.history.intents] == [(ActionKind.SCALE_DOWN, False)]
     assert job["spec"]["replicas"] == 4
 
-    fresh = ClusterJobApi(job_api.kube, job_api.call, job_api.clock)  # a new process: nothing in memory
+    fresh = ClusterJobApi(job_api.kube, job_api.clock)  # a new process: nothing in memory
     restarted = evaluator(fresh, s)  # only what the API server holds
-    out = restarted.evaluate(get_job(cluster, namespace, name))
+    out = asyncio.run(restarted.evaluate(get_job(cluster, namespace, name)))
     assert out.applied == ["ScaleDown"]
     for _ in range(2):
-        assert restarted.evaluate(get_job(cluster, namespace, name)).applied == []
+        assert asyncio.run(restarted.evaluate(get_job(cluster, namespace, name))).applied == []
     job = get_job(cluster, namespace, name)
     assert job["spec"]["replicas"] == 2
     record = hist.loads(job["metadata"]["annotations"][hist.ANNOTATION])
@@ -197,13 +198,13 @@ def test_idle_gpus_shrink_an_elastic_job_toward_min_replicas_once(
     ev = evaluator(job_api, settings(cluster))
 
     def shrunk() -> dict[str, Any] | None:
-        ev.evaluate(get_job(cluster, namespace, name))
+        asyncio.run(ev.evaluate(get_job(cluster, namespace, name)))
         job = get_job(cluster, namespace, name)
         return job if job["spec"]["replicas"] != 4 else None
 
     job = eventually(shrunk, 90, "the idle job to be scaled down")
     assert job["spec"]["replicas"] == 2  # halfway from 4 to minReplicas 1, rounded toward min
     for _ in range(3):  # still idle: the stabilization window allows no second step down
-        ev.evaluate(get_job(cluster, namespace, name))
+        asyncio.run(ev.evaluate(get_job(cluster, namespace, name)))
     assert get_job(cluster, namespace, name)["spec"]["replicas"] == 2
     assert [e["reason"] for e in events(cluster, namespace, name)].count("RemediationScaleDown") == 1

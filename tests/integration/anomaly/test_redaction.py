@@ -9,6 +9,7 @@ the condition must still say which Prometheus failed (host and port).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -38,9 +39,8 @@ def test_credentials_in_the_prometheus_url_reach_no_status_event_or_log(
     cluster.kubectl("patch", labels.PLURAL, name, "-n", namespace, "--subresource=status", "--type=merge",
                     "-p", json.dumps({"status": {"cost": {"usd": "5.00"}}}))
     caplog.set_level("DEBUG")
-    out = evaluator(job_api, settings(cluster, prometheus_url=url, query_timeout_s=2)).evaluate(
-        get_job(cluster, namespace, name)
-    )
+    ev = evaluator(job_api, settings(cluster, prometheus_url=url, query_timeout_s=2))
+    out = asyncio.run(ev.evaluate(get_job(cluster, namespace, name)))
     job = get_job(cluster, namespace, name)
     cond = condition(job)
     assert cond is not None and out.data_problem

@@ -46,6 +46,8 @@ from statictrain_operator.kube.port import STJ
 from statictrain_operator.progress.sync import ProgressSync
 from statictrain_operator.prom import HttpPrometheus
 
+from .helpers import scraped_registry
+
 pytestmark = pytest.mark.cluster
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -73,7 +75,7 @@ def crd(cluster: LocalCluster) -> None:
 
 @pytest.fixture(scope="module")
 def kube(cluster: LocalCluster) -> Iterator[tuple[HttpKube, Blocking]]:
-    """The Kube port on the real API server, on a loop in a thread (the operator's passes run in threads too)."""
+    """The Kube port on the real API server, on a loop in a thread (the test drives it from its own thread)."""
     api = HttpKube(endpoint.load(str(cluster.kubeconfig)))
     with LoopThread() as call:
         yield api, call
@@ -84,35 +86,43 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def cost_runtime(settings: CostSettings, kube: tuple[HttpKube, Blocking], registry: CollectorRegistry) -> CostRuntime:
-    """The cost part with the API's job list standing in for kopf's index."""
-    api, call = kube
+class CostDriver:
+    """The cost part driven from the test's thread: each call runs on the port's loop, as kopf's handlers do.
 
-    def jobs() -> list[dict[str, Any]]:
-        return call(api.list(STJ))
+    The API's job list, read before each pass, stands in for kopf's index.
+    """
 
-    def job(namespace: str, name: str) -> dict[str, Any] | None:
-        return call(api.get(STJ, namespace, name))
+    def __init__(self, settings: CostSettings, kube: tuple[HttpKube, Blocking], registry: CollectorRegistry) -> None:
+        self.api, self.call = kube
+        self.listed: list[dict[str, Any]] = []
+        self.rt = CostRuntime(settings, ClusterCost(self.api, self.jobs, self.job, now), now, registry=registry)
 
-    return CostRuntime(settings, ClusterCost(api, call, jobs, job, now), now, registry=registry)
+    def jobs(self) -> list[dict[str, Any]]:
+        return list(self.listed)
+
+    def job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        key = (namespace, name)
+        return next((j for j in self.listed if (j["metadata"]["namespace"], j["metadata"]["name"]) == key), None)
+
+    def tick(self) -> None:
+        self.listed = self.call(self.api.list(STJ))
+        self.call(self.rt.tick())
+
+    def annotate(self, nodes: list[dict[str, Any]]) -> int:
+        return self.call(self.rt.annotate(nodes))
+
+    def refresh_prices(self, nodes: list[dict[str, Any]]) -> None:
+        self.call(self.rt.refresh_prices(nodes))
 
 
 @pytest.fixture
-def runtime(cluster: LocalCluster, kube: tuple[HttpKube, Blocking]) -> Iterator[tuple[CostRuntime, str]]:
+def runtime(cluster: LocalCluster, kube: tuple[HttpKube, Blocking]) -> Iterator[tuple[CostDriver, str]]:
     """The cost part of the operator, in-process, its metrics scraped by the cluster's Prometheus."""
     registry = CollectorRegistry()
     settings = CostSettings(prometheus_url=cluster.prometheus_url, interval_s=1.0, query_step_s=1.0)
-    rt = cost_runtime(settings, kube, registry)
-    port = free_port()
-    server, _ = start_http_server(port, addr="127.0.0.1", registry=registry)
-    job = f"st-cost-operator-{uuid.uuid4().hex[:6]}"
-    cluster.add_scrape_target(job, f"127.0.0.1:{port}", {})
-    try:
+    rt = CostDriver(settings, kube, registry)
+    with scraped_registry(cluster, registry, "st-cost-operator") as job:
         yield rt, job
-    finally:
-        cluster.remove_scrape_target(job)
-        server.shutdown()
-        server.server_close()
 
 
 SIDECAR_LABELS = ["job_name", "namespace", "commit", "team", "pod", "pod_uid", "gpu"]
@@ -124,16 +134,8 @@ def sidecar_exporter(cluster: LocalCluster) -> Iterator[tuple[Gauge, Counter]]:
     reg = CollectorRegistry()
     util = Gauge("statictrain_gpu_utilization_ratio", "u", SIDECAR_LABELS, registry=reg)
     tokens = Counter("statictrain_train_tokens", "t", SIDECAR_LABELS[:-1], registry=reg)
-    port = free_port()
-    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
-    target = f"st-sidecar-{uuid.uuid4().hex[:6]}"
-    cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
-    try:
+    with scraped_registry(cluster, reg, "st-sidecar"):
         yield util, tokens
-    finally:
-        cluster.remove_scrape_target(target)
-        server.shutdown()
-        server.server_close()
 
 
 def scraped(cluster: LocalCluster, metric: str, uid: str) -> Callable[[], bool]:
@@ -193,7 +195,7 @@ def running(cluster: LocalCluster, ns: str, name: str) -> dict[str, Any] | None:
     return p if p.get("status", {}).get("phase") == "Running" and p["status"].get("startTime") else None
 
 
-def test_annotator_prices_every_fake_gpu_node(cluster: LocalCluster, runtime: tuple[CostRuntime, str]) -> None:
+def test_annotator_prices_every_fake_gpu_node(cluster: LocalCluster, runtime: tuple[CostDriver, str]) -> None:
     rt, _ = runtime
     nodes = kget(cluster, "nodes")["items"]
     rt.annotate(nodes)
@@ -224,13 +226,13 @@ def test_annotator_prices_every_fake_gpu_node(cluster: LocalCluster, runtime: tu
 
 
 def test_custom_prices_from_a_configmap_win_and_go_away_again(
-    cluster: LocalCluster, namespace: str, runtime: tuple[CostRuntime, str], kube: tuple[HttpKube, Blocking]
+    cluster: LocalCluster, namespace: str, runtime: tuple[CostDriver, str], kube: tuple[HttpKube, Blocking]
 ) -> None:
     rt, _ = runtime
     csv = "instance_type,region,capacity_type,hourly_usd,gpu_count\np5.48xlarge,*,on-demand,55.04,8\n"
     cluster.kubectl("create", "configmap", "prices", "-n", namespace, f"--from-literal=prices.csv={csv}")
     settings = CostSettings(prometheus_url=cluster.prometheus_url, custom_prices_configmap=f"{namespace}/prices")
-    custom_rt = cost_runtime(settings, kube, CollectorRegistry())
+    custom_rt = CostDriver(settings, kube, CollectorRegistry())
 
     def p5(capacity: str) -> dict[str, str]:
         nodes = kget(cluster, "nodes", "-l", f"{labels.INSTANCE_TYPE}=p5.48xlarge,{labels.CAPACITY_TYPE}={capacity}")
@@ -277,7 +279,7 @@ def one_gpu_hourly(node: dict[str, Any]) -> Decimal:
 
 
 def test_running_job_accumulates_cost_and_budget_suspends_once(
-    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostRuntime, str]
+    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostDriver, str]
 ) -> None:
     """A 1-GPU worker that requests no CPU or memory (and uses none: kwok runs no process) is priced at one
     GPU's share of its node, split the OpenCost way (whole-pod pricing), not at node price / GPU count.
@@ -299,6 +301,9 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
         uid = pod["metadata"]["uid"]
         util.labels("budgeted", namespace, commit, "t", "budgeted-worker-0", uid, "0").set(0.0)
         eventually(scraped(cluster, "statictrain_gpu_utilization_ratio", uid), what="utilization scraped")
+        # a run accounts [previous end, now) on whole seconds: the first one must end after the pod's start
+        started = datetime.fromisoformat(pod["status"]["startTime"].replace("Z", "+00:00")).timestamp()
+        eventually(lambda: time.time() >= started + 1.0, what="one whole second after the pod's start")
         rt.tick()  # also prices the nodes
         node = kget(cluster, "node", pod["spec"]["nodeName"])
         rate = one_gpu_hourly(node)  # p5.48xlarge on-demand, 98.32 $/h: ~4.18 $/h, not 98.32 / 8 = 12.29
@@ -343,7 +348,7 @@ def test_running_job_accumulates_cost_and_budget_suspends_once(
 
 
 def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
-    cluster: LocalCluster, crd: None, runtime: tuple[CostRuntime, str], tmp_path: Path
+    cluster: LocalCluster, crd: None, runtime: tuple[CostDriver, str], tmp_path: Path
 ) -> None:
     rt, _ = runtime
     tag = uuid.uuid4().hex[:6]
@@ -561,7 +566,7 @@ class SteppingSidecar:
 
 
 def test_projected_cost_and_budget_warning_before_the_limit(
-    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostRuntime, str]
+    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostDriver, str]
 ) -> None:
     """A job of maxSteps 100000 stepping 10 times a second on one p5 GPU (about 4.18 $/h) with a 1 $ budget:
     after a few cents its status projects about 11.6 $ and BudgetWarning turns True (one Warning Event) while

@@ -51,6 +51,8 @@ WATCHED = {
     *(("statictrainingjobs.statictrain.io", v) for v in ("get", "list", "watch", "patch", "delete")),
     *(("statictrainingjobs.statictrain.io/status", v) for v in ("get", "patch")),  # no /scale: remediation patches spec
     *(("jobs.batch", v) for v in ("get", "list", "watch", "create", "patch", "delete")),
+    ("localqueues.kueue.x-k8s.io", "list"),
+    ("workloads.kueue.x-k8s.io", "list"),
     *(("services", v) for v in ("get", "list", "watch", "create")),
     ("persistentvolumeclaims", "create"),
     *(("pods", v) for v in ("get", "list", "delete")),

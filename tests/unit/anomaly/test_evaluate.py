@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -46,25 +47,25 @@ class FakeApi:
         self.calls: list[str] = []
         self.status: dict[str, Any] = {}
 
-    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+    async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.job
 
-    def set_history(self, namespace: str, name: str, value: str) -> None:
+    async def set_history(self, namespace: str, name: str, value: str) -> None:
         rec = hist.loads(value)
         self.calls.append("history:" + ",".join(f"{i.action.value}={i.done}" for i in rec.history.intents))
         self.job["metadata"].setdefault("annotations", {})[hist.ANNOTATION] = value
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         self.calls.append("status:" + ",".join(sorted(status)))
         self.status.update(status)
 
-    def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
+    async def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
         self.calls.append(f"apply:{intent.action.value}")
         self.job["spec"].update(intent.target)
         self.job["metadata"]["generation"] += 1
         return int(self.job["metadata"]["generation"])
 
-    def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None:
+    async def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None:
         self.calls.append(f"event:{reason}")
 
 
@@ -80,7 +81,7 @@ def job(mode: str, good: dict[str, Any] | None = None) -> dict[str, Any]:
 def run(j: dict[str, Any], prom: FakeProm, now: datetime = NOW) -> tuple[FakeApi, Any]:
     api = FakeApi(j)
     ev = Evaluator(SETTINGS, prom, api, AnomalyMetrics(CollectorRegistry()), lambda: now)
-    return api, ev.evaluate(j)
+    return api, asyncio.run(ev.evaluate(j))
 
 
 REGRESSED = [0.1] * 40 + [0.3] * 5

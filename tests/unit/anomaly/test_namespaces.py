@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 from prometheus_client import CollectorRegistry
@@ -34,7 +35,7 @@ class Events:
     def __init__(self) -> None:
         self.posted: list[tuple[str, str]] = []
 
-    def namespace_event(self, namespace: str, *, reason: str, message: str, now: datetime) -> None:
+    async def namespace_event(self, namespace: str, *, reason: str, message: str, now: datetime) -> None:
         self.posted.append((namespace, reason))
 
 
@@ -47,9 +48,9 @@ def make(values: list[float] | None, clock: list[datetime]) -> tuple[NamespaceEv
 def test_cost_spike_posts_one_event_per_episode() -> None:
     clock = [NOW]
     ev, prom, events = make([10.0] * 40 + [40.0] * 5, clock)
-    ev.maybe_evaluate("team-a")
+    asyncio.run(ev.maybe_evaluate("team-a"))
     clock[0] = NOW + timedelta(minutes=2)
-    ev.maybe_evaluate("team-a")
+    asyncio.run(ev.maybe_evaluate("team-a"))
     assert events.posted == [("team-a", "NamespaceCostAnomaly")]
     assert 'namespace="team-a"' in prom.queries[0]
 
@@ -57,8 +58,8 @@ def test_cost_spike_posts_one_event_per_episode() -> None:
 def test_once_per_interval_and_quiet_when_normal_or_down() -> None:
     clock = [NOW]
     ev, prom, events = make([10.0] * 45, clock)
-    assert ev.maybe_evaluate("b") is not None
-    assert ev.maybe_evaluate("b") is None  # same interval
+    assert asyncio.run(ev.maybe_evaluate("b")) is not None
+    assert asyncio.run(ev.maybe_evaluate("b")) is None  # same interval
     assert events.posted == [] and len(prom.queries) == 1
     down, _, down_events = make(None, clock)
-    assert "Prometheus" in str(down.evaluate("c")) and down_events.posted == []
+    assert "Prometheus" in str(asyncio.run(down.evaluate("c"))) and down_events.posted == []

@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 from statictrain import labels
-from statictrain.cost import Sample, Window
+from statictrain.cost import PodInfo, Sample, Window, allocate
 from statictrain.counters import Counter
 from statictrain_operator.cost.inputs import (
+    INVALID_PRICE,
     build_usage,
     counters_missing_prev,
     node_info,
@@ -131,3 +132,18 @@ def test_a_sidecar_restarted_as_a_new_series_adds_a_counter_and_merges_utilizati
     u = build_usage(w, {"tokens": tokens, "util": util})["u1"]
     assert u.tokens == [Counter(10, (Sample(120, 30),), 90), Counter(None, (Sample(150, 5),))]
     assert [s.t for s in u.utilization["GPU-0"]] == [90, 120, 150]
+
+
+@pytest.mark.parametrize("raw", ["abc", "-3", "NaN", "0", "1e400"])
+def test_a_malformed_node_price_is_priced_from_the_catalog_and_flags_the_jobs(raw: str) -> None:
+    n: dict[str, Any] = {
+        "metadata": {"name": "n1", "annotations": {labels.HOURLY_COST: raw}, "labels": {}},
+        "status": {"capacity": {labels.GPU_RESOURCE: "8", "cpu": "96", "memory": "1024Gi"}},
+    }
+    info = node_info(n, lambda facts: Decimal(7))
+    assert (info.hourly_usd, info.price_flag) == (Decimal(7), INVALID_PRICE)
+    w = Window(0.0, 3600.0)
+    p = PodInfo("u1", "p", "ns", "job", "n1", 1, 0.0)
+    alloc = allocate(w, [info], [p], {})
+    assert INVALID_PRICE in alloc.jobs[("ns", "job")].flags
+    assert alloc.jobs[("ns", "job")].usd > 0

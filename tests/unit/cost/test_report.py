@@ -142,8 +142,9 @@ def test_html_is_self_contained_with_five_charts() -> None:
         ({"start": datetime(2026, 3, 1), "end": END}, "must be UTC"),
         ({"start": END, "end": START}, "must be after"),
         ({"start": START, "end": END, "buckets": 0}, "buckets"),
+        ({"start": START, "end": datetime(2026, 3, 1, 0, 0, 1, tzinfo=UTC), "buckets": 2000}, "use fewer buckets"),
     ],
-    ids=["naive-time", "inverted", "zero-buckets"],
+    ids=["naive-time", "inverted", "zero-buckets", "sub-millisecond-buckets"],
 )
 def test_window_validation(kwargs: dict[str, object], match: str) -> None:
     with pytest.raises(ValueError, match=match):
@@ -158,10 +159,75 @@ def test_parse_utc_errors(text: str, match: str) -> None:
 
 def test_chunks_cover_every_bucket_end_once() -> None:
     w = ReportWindow(START, END, buckets=25_000)
-    chunks = _chunks(w)
-    assert len(chunks) == 3
-    assert chunks[0][0] == w.eval_start + w.step_s and abs(chunks[-1][1] - w.eval_end) < 1e-6
+    chunks, step = _chunks(w)
+    assert len(chunks) == 3 and step == w.step_s
+    assert chunks[0][0] == pytest.approx(w.eval_start + w.step_s) and chunks[-1][1] == pytest.approx(w.eval_end)
     assert all(abs(b[0] - a[1] - w.step_s) < 1e-6 for a, b in itertools.pairwise(chunks))
+
+
+@pytest.mark.parametrize("seconds", [114, 115, 116, 3601])
+def test_evaluation_points_are_on_the_millisecond_grid_and_end_at_the_window_end(seconds: int) -> None:
+    # 115 s / 24 = 4.791667 s: Prometheus would be sent 4.792 s and evaluate 24 points only up to 115.008 s
+    w = ReportWindow(START, datetime.fromtimestamp(START.timestamp() + seconds, UTC), buckets=24)
+    chunks, step = _chunks(w)
+    assert step * 1000 == round(step * 1000) and abs(step - w.step_s) <= 0.0005
+    ((lo, hi),) = chunks
+    assert hi == w.eval_end  # the last point is the window's end: always evaluated
+    assert lo - step <= w.eval_start < lo  # the first point's range reaches back to the window's start
+    assert round((hi - lo) * 1000) % round(step * 1000) == 0
+
+
+class GridPrometheus:
+    """Prometheus' evaluation rules over raw samples of one counter: times on a millisecond grid, a range
+    query evaluated at ``start + k * step`` while not after ``end``, ``last_over_time`` over ``(t - r, t]``.
+    (The real one is checked in tests/integration/cost/test_report_prometheus.py.)"""
+
+    def __init__(self, samples: list[tuple[float, float]]) -> None:
+        self.samples = [(round(t * 1000), v) for t, v in samples]
+
+    def _last(self, query: str, t_ms: int) -> float | None:
+        r_ms = int(query.rsplit("[", 1)[1].removesuffix("ms])"))
+        vs = [v for t, v in self.samples if t_ms - r_ms < t <= t_ms]
+        return vs[-1] if vs else None
+
+    def query(self, query: str, at: float) -> list[Series]:
+        if not query.startswith(f"last_over_time({NODE_COST}"):
+            return []
+        v = self._last(query, round(at * 1000))
+        return [] if v is None else [Series({"node": "n1"}, (Sample(at, v),))]
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        if not query.startswith(f"last_over_time({NODE_COST}"):
+            return []
+        t, end_ms, step_ms = round(start * 1000), round(end * 1000), round(float(f"{step:.3f}") * 1000)
+        pts = []
+        while t <= end_ms:
+            if (v := self._last(query, t)) is not None:
+                pts.append(Sample(t / 1000, v))
+            t += step_ms
+        return [Series({"node": "n1"}, tuple(pts))] if pts else []
+
+
+NODE_COST = "statictrain_node_cost_usd_total"
+
+
+@pytest.mark.parametrize("seconds", range(100, 124))
+def test_totals_reach_the_end_of_the_window_whatever_the_step_rounding(seconds: int) -> None:
+    # a new node counter scraped every 100 ms, reaching 42 $ 2 ms before the window's end
+    t0, n = START.timestamp(), 10 * seconds
+    samples = [(t0 + 0.1 * (i + 1) - 0.002, 42.0 * (i + 1) / n) for i in range(n)]
+    w = ReportWindow(START, datetime.fromtimestamp(t0 + seconds, UTC), buckets=24)
+    r = build_report(w, "job", *fetch(GridPrometheus(samples), w))
+    assert r.node_usd == pytest.approx(42.0, rel=1e-12)
+
+
+def test_a_series_last_seen_before_the_window_is_not_counted_when_a_bucket_is_longer_than_an_hour() -> None:
+    # 30 days in 24 buckets: the first point's 30 h range reaches 2 h before the window, where a node counter
+    # last had 5 $; the baseline (looking back at least one bucket) holds it too, so nothing is new
+    t0 = START.timestamp()
+    w = ReportWindow(START, datetime.fromtimestamp(t0 + 30 * 86400, UTC), buckets=24)
+    r = build_report(w, "job", *fetch(GridPrometheus([(t0 - 7200.0, 5.0)]), w))
+    assert r.node_usd == 0.0
 
 
 class RecordingReader:
@@ -172,7 +238,8 @@ class RecordingReader:
 
     def query(self, query: str, at: float) -> list[Series]:
         self.queries.append((query, at))
-        return [Series({"job_name": "a", "namespace": "n", "commit": "c", "team": "t"}, (Sample(at, 10.0),))]
+        labels = {"job_name": "a", "namespace": "n", "commit": "c", "team": "t"}
+        return [Series(labels, (Sample(at, 10.0 if at <= W.eval_start else 25.0),))]
 
     def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
         self.queries.append((query, start))
@@ -189,8 +256,9 @@ def test_fetch_takes_a_baseline_and_the_last_sample_of_every_bucket() -> None:
     reader = RecordingReader()
     seen: list[tuple[int, int]] = []
     jobs, nodes = fetch(reader, W, {"namespace": ['x"}) or vector(1)']}, progress=lambda d, t, _: seen.append((d, t)))
-    assert reader.queries[0][0] == (
-        'last_over_time(statictrain_job_cost_usd_total{namespace=~"x\\"\\\\}\\\\) or vector\\\\(1\\\\)"}[3600000ms])'
+    assert reader.queries[0] == (
+        'last_over_time(statictrain_job_cost_usd_total{namespace=~"x\\"\\\\}\\\\) or vector\\\\(1\\\\)"}[3600000ms])',
+        W.eval_start,
     )
     assert reader.queries[1][0].endswith(f"[{round(W.step_s * 1000)}ms])")
     assert seen[-1] == (len(reader.queries), len(reader.queries))
@@ -266,6 +334,20 @@ def test_a_series_replaced_by_another_is_counted_in_full_even_above_the_old_valu
     new = counter(lambda h: None if h < 3 else 9.0 + (h - 3), jl("a", "ns1", "c1") | {"instance": "2"})
     r = build_report(W, "job", {"usd": [old, new]}, {})
     assert [round(row.usd, 9) for row in r.rows] == [5.0 + 10.0]
+
+
+def test_cost_flags_raised_in_the_window_are_shown_by_name_per_row() -> None:
+    jobs, nodes = scenario()
+    lbl = jl("a", "ns1", "c1")
+    jobs["flags"] = [
+        counter(lambda h: 3 + (2 if h >= 2 else 0), lbl | {"flag": "utilization-gaps"}),  # 2 windows inside
+        counter(lambda h: 4.0, lbl | {"flag": "counter-reset"}),  # only before the window
+    ]
+    r = build_report(W, "job", jobs, nodes)
+    row = next(x for x in r.rows if x.key == ("ns1", "a"))
+    assert row.flags == {"utilization-gaps": 2.0}
+    assert json.loads(to_json(r))["rows"][0]["flags"] == "utilization-gaps (2 windows)"
+    assert "utilization-gaps (2 windows)" in to_csv(r) and "utilization-gaps" in to_table(r)
 
 
 def split_scenario() -> tuple[dict[str, list[Series]], dict[str, list[Series]]]:

@@ -113,6 +113,27 @@ def test_lost_work_is_priced_from_the_status_history() -> None:
     )
 
 
+def test_half_steps_of_ddp_progress_are_kept_not_counted_as_lost() -> None:
+    # two ranks one step apart at the window's end: progress (mean over ranks) is 100.5, all of it executed
+    w1 = JobCost("ns", "j", usd=Decimal(1), steps=100.5, executed_steps=100.5, step_mark=100.5)
+    c1 = accumulate(None, w1, now=NOW)
+    assert (c1["steps"], c1["progressSteps"], c1["lostSteps"]) == ("100", "100.500", "0.000")
+    w2 = JobCost("ns", "j", usd=Decimal(1), steps=99.5, executed_steps=99.5, step_mark=200)
+    c2 = accumulate(c1, w2, now=NOW)
+    assert (c2["steps"], c2["progressSteps"]) == ("200", "200.000")
+    assert (c2["lostSteps"], c2["lostWorkUSD"]) == ("0.000", "0.000000000")  # nothing was lost
+
+
+def test_cost_data_flags_are_counted_by_name_in_status() -> None:
+    w1 = JobCost("ns", "j", usd=Decimal(1), flags={"utilization-gaps"})
+    c1 = accumulate(None, w1, now=NOW)
+    assert c1["flags"] == {"utilization-gaps": "1"}
+    c2 = accumulate(c1, JobCost("ns", "j", usd=Decimal(1), flags={"utilization-gaps", "counter-reset"}), now=NOW)
+    assert c2["flags"] == {"counter-reset": "1", "utilization-gaps": "2"}
+    assert accumulate(c2, None, now=NOW)["flags"] == c2["flags"]  # a window without cost keeps them
+    assert "flags" not in accumulate(None, JobCost("ns", "j", usd=Decimal(1)), now=NOW)
+
+
 def test_before_a_steady_window_this_windows_cost_per_step_without_compile_stands_in() -> None:
     compiling = JobCost(
         "ns", "j", usd=Decimal(5), compile_usd=Decimal(1), steps=100, executed_steps=100, step_mark=100

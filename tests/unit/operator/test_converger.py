@@ -105,6 +105,52 @@ def test_gone_jobs_are_forgotten(api: FakeKube) -> None:
     assert api.writes == [] and KEY not in c.locks
 
 
+class SlowCreates(FakeKube):
+    """Creates of the Job named ``held`` wait until ``release`` is set."""
+
+    def __init__(self, held: str) -> None:
+        super().__init__(clock=lambda: NOW)
+        self.held, self.entered, self.release = held, asyncio.Event(), asyncio.Event()
+
+    async def create(self, res: port.Resource, body: Any) -> dict[str, Any] | None:
+        if res == port.JOBS and body["metadata"]["name"] == self.held:
+            self.entered.set()
+            await self.release.wait()
+        return await super().create(res, body)
+
+
+def test_status_writes_wait_while_another_jobs_children_are_being_created() -> None:
+    async def go() -> None:
+        api = SlowCreates(held=children.worker_name("bert"))
+        views: dict[converger.Key, Any] = {}
+        for name in ("gpt2", "bert"):
+            o = b.owner(name=name)
+            body = {
+                "apiVersion": labels.API_VERSION,
+                "kind": labels.KIND,
+                "spec": o.spec,
+                "metadata": {"name": name, "namespace": o.namespace, "labels": dict(o.labels)},
+            }
+            made = await api.create(port.STJ, body)
+            assert made is not None
+            views[(o.namespace, name)] = {**made, "status": {}}
+        api.writes.clear()
+        c = make(api, views)
+        bert = asyncio.create_task(c.converge(("team-nlp", "bert")))
+        await api.entered.wait()
+        gpt2 = asyncio.create_task(c.converge(KEY))
+        for _ in range(50):  # everything but bert's held create runs to where it waits
+            await asyncio.sleep(0)
+        assert api.writes.count("create Job") == 1  # gpt2's worker Job is created at once...
+        assert "apply StaticTrainingJob/status" not in api.writes and not gpt2.done()  # ...its status waits
+        api.release.set()
+        await asyncio.gather(bert, gpt2)
+        assert api.writes.count("create Job") == 2
+        assert api.writes.count("apply StaticTrainingJob/status") == 2
+
+    asyncio.run(go())
+
+
 class Down(FakeKube):
     """The API server unreachable: every call fails, as aiohttp's connection errors do."""
 

@@ -20,13 +20,13 @@ def existing(o: children.Owner, **job_kw: Any) -> tuple[dict[str, Any], dict[str
 def test_creates_the_children_and_the_checkpoint_claim_when_nothing_exists() -> None:
     o = b.owner()
     p = reconcile.plan(o, S, None, None)
-    assert [c["kind"] for c in p.create] == ["PersistentVolumeClaim", "Service", "Job"]
+    assert [c["kind"] for c in p.create] == ["Job", "Service", "PersistentVolumeClaim"]
     assert p.wait is None and p.job_patch is None and not p.delete_job
     no_claim = reconcile.plan(o, Settings(checkpoint_volume_size=""), None, None)
-    assert [c["kind"] for c in no_claim.create] == ["Service", "Job"]
+    assert [c["kind"] for c in no_claim.create] == ["Job", "Service"]
     on = Settings(profile_token=True)
     token = reconcile.plan(o, on, None, None)
-    assert [c["kind"] for c in token.create] == ["PersistentVolumeClaim", "Secret", "Service", "Job"]
+    assert [c["kind"] for c in token.create] == ["Job", "Service", "PersistentVolumeClaim", "Secret"]
     made = (b.observed(children.service(o)), b.observed(children.worker_job(o, on)))
     assert reconcile.plan(o, on, *made).empty  # made with the Job only
 
@@ -35,7 +35,7 @@ def test_creates_only_what_is_missing_after_a_crash_mid_create() -> None:
     o = b.owner()
     svc, _ = existing(o)
     p = reconcile.plan(o, S, svc, None)
-    assert [c["kind"] for c in p.create] == ["PersistentVolumeClaim", "Job"]  # an existing claim answers 409
+    assert [c["kind"] for c in p.create] == ["Job", "PersistentVolumeClaim"]  # an existing claim answers 409
 
 
 def test_nothing_to_do_when_children_match() -> None:

@@ -13,6 +13,8 @@ from statictrain_operator.anomaly import history as hist
 from statictrain_operator.anomaly import replay_cli
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE
 
+__all__ = ["add_parser", "render_table", "rows", "run"]
+
 
 def rows(jobs: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
     """One row per recorded anomaly, newest last, plus one per job whose remediation is blocked or acting."""

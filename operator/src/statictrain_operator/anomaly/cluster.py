@@ -1,7 +1,7 @@
 """The anomaly part's API calls, through the Kube port (implements evaluate.JobApi and NamespaceEvents).
 
-The evaluation runs in a worker thread (Prophet fits are CPU-bound); each call
-goes back to kopf's loop (kube.blocking). Status is written with the anomaly
+Every call is awaited on kopf's loop (the evaluation's CPU-bound judging runs
+in a worker thread in between, without the port). Status is written with the anomaly
 part's own field manager (writer.ANOMALY: anomalies, remediation and the
 Remediation condition); the remediation history is an annotation on the job.
 """
@@ -17,7 +17,6 @@ from statictrain_operator.anomaly import actions
 from statictrain_operator.anomaly.history import ANNOTATION
 from statictrain_operator.anomaly.remediation import Intent
 from statictrain_operator.kube import events, port
-from statictrain_operator.kube.blocking import Blocking
 
 __all__ = ["COMPONENT", "ClusterJobApi", "ClusterNamespaceEvents"]
 
@@ -27,30 +26,33 @@ COMPONENT = "statictrain-anomaly"
 class ClusterJobApi:
     """evaluate.JobApi over the port."""
 
-    def __init__(self, kube: port.Kube, call: Blocking, clock: Callable[[], datetime]) -> None:
-        self.kube, self.call, self.clock = kube, call, clock
+    def __init__(self, kube: port.Kube, clock: Callable[[], datetime]) -> None:
+        self.kube, self.clock = kube, clock
         self.writer = writer.StatusWriter(kube, writer.ANOMALY)
 
-    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.call(self.kube.get(port.STJ, namespace, name))
+    async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return await self.kube.get(port.STJ, namespace, name)
 
-    def set_history(self, namespace: str, name: str, value: str) -> None:
+    async def set_history(self, namespace: str, name: str, value: str) -> None:
         """Merge-patch the history annotation (does not change metadata.generation)."""
-        self.call(self.kube.merge_patch(port.STJ, namespace, name, {"metadata": {"annotations": {ANNOTATION: value}}}))
+        patch = {"metadata": {"annotations": {ANNOTATION: value}}}
+        await self.kube.merge_patch(port.STJ, namespace, name, patch)
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None:
         """Write anomalies, remediation and/or the Remediation condition (what this part owns)."""
-        job = self.read_job(namespace, name)  # its uid and status: the writer re-sends the fields it keeps
+        job = await self.read_job(namespace, name)  # its uid and status: the writer re-sends the fields it keeps
         if job is None:
             return
         fields = {k: v for k, v in status.items() if k != "conditions"}
         conds = [c for c in status.get("conditions") or [] if c.get("type") in writer.ANOMALY.conditions]
-        self.call(self.writer.write(job, fields, conds, now=self.clock()))
+        await self.writer.write(job, fields, conds, now=self.clock())
 
-    def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
-        return self.call(actions.apply(self.kube, namespace, name, intent))
+    async def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
+        return await actions.apply(self.kube, namespace, name, intent)
 
-    def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None:
+    async def event(
+        self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime
+    ) -> None:
         body = events.about_job(
             job,
             reason=reason,
@@ -59,15 +61,15 @@ class ClusterJobApi:
             component=COMPONENT,
             now=now,
         )
-        self.call(self.kube.create(port.EVENTS, body))
+        await self.kube.create(port.EVENTS, body)
 
 
 class ClusterNamespaceEvents:
     """namespaces.NamespaceEvents over the port."""
 
-    def __init__(self, kube: port.Kube, call: Blocking) -> None:
-        self.kube, self.call = kube, call
+    def __init__(self, kube: port.Kube) -> None:
+        self.kube = kube
 
-    def namespace_event(self, namespace: str, *, reason: str, message: str, now: datetime) -> None:
+    async def namespace_event(self, namespace: str, *, reason: str, message: str, now: datetime) -> None:
         body = events.about_namespace(namespace, reason=reason, message=message, component=COMPONENT, now=now)
-        self.call(self.kube.create(port.EVENTS, body))
+        await self.kube.create(port.EVENTS, body)

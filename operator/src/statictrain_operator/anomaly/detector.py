@@ -26,6 +26,23 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+__all__ = [
+    "Assessment",
+    "CommitRegression",
+    "DetectorSettings",
+    "Method",
+    "Severity",
+    "append_bounded",
+    "as_status_item",
+    "assess",
+    "commit_regression",
+    "gaussian_tail",
+    "prophet_expectation",
+    "robust_baseline",
+    "scale_likelihood",
+    "severity_of",
+]
+
 
 class Method(StrEnum):
     """How a series was judged."""

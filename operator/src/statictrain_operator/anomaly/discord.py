@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+__all__ = ["Calibrator", "Channel", "DiscordDetector", "DiscordSettings", "score_series"]
+
 _FLOOR = 1e-12
 
 

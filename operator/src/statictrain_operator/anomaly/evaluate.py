@@ -2,13 +2,16 @@
 
 I/O goes through two injected interfaces (``PromReader`` for Prometheus,
 ``JobApi`` for the Kubernetes API) and a clock, so unit tests pass fakes and
-the handlers pass the real clients. The order of writes makes an operator
-restart safe: the intent is recorded on the job before the action, and marked
-done after it.
+the handlers pass the real clients. Judging (Prometheus reads, the detectors'
+fits, the decision) is synchronous and runs in a worker thread; the writes
+that follow are awaited on the caller's loop. The order of writes makes an
+operator restart safe: the intent is recorded on the job before the action,
+and marked done after it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -44,6 +47,8 @@ from statictrain_operator.anomaly.remediation import (
 from statictrain_operator.anomaly.settings import AnomalySettings
 from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
+__all__ = ["CONDITION_TYPE", "MAX_ANOMALIES", "Evaluator", "JobApi", "Outcome", "current_settings"]
+
 log = logging.getLogger(__name__)
 
 CONDITION_TYPE = REMEDIATION
@@ -52,17 +57,19 @@ MAX_ANOMALIES = 20
 
 
 class JobApi(Protocol):
-    """What the evaluation needs from the Kubernetes API."""
+    """What the evaluation needs from the Kubernetes API (awaited on the operator's loop)."""
 
-    def read_job(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
-    def set_history(self, namespace: str, name: str, value: str) -> None: ...
+    async def set_history(self, namespace: str, name: str, value: str) -> None: ...
 
-    def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None: ...
+    async def patch_status(self, namespace: str, name: str, status: Mapping[str, Any]) -> None: ...
 
-    def apply(self, namespace: str, name: str, intent: Intent) -> int | None: ...
+    async def apply(self, namespace: str, name: str, intent: Intent) -> int | None: ...
 
-    def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None: ...
+    async def event(
+        self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime
+    ) -> None: ...
 
 
 @dataclass
@@ -151,24 +158,13 @@ class Evaluator:
             return {}
         return out
 
-    def evaluate(self, job: Mapping[str, Any]) -> Outcome:
-        """Evaluate one job (a StaticTrainingJob body) and apply the outcome."""
-        now = self.clock()
+    def judge(
+        self, job: Mapping[str, Any], mode: Mode, now: datetime
+    ) -> tuple[hist.Record, dict[str, Assessment], Decision, str | None]:
+        """(history record, assessments, decision, data problem) of a job: Prometheus reads and fits, no writes."""
         meta, spec = job["metadata"], job.get("spec", {})
         status = job.get("status") or {}
         name, ns = meta["name"], meta["namespace"]
-        mode = Mode(spec.get("remediation", {}).get("mode", "Recommend"))
-        outcome = Outcome()
-        if mode is Mode.OFF:
-            self._write_condition(
-                job=job,
-                status=status,
-                cstatus="False",
-                reason="RemediationOff",
-                message="spec.remediation.mode is Off",
-                now=now,
-            )
-            return outcome
         try:
             record = hist.loads((meta.get("annotations") or {}).get(hist.ANNOTATION))
             history_problem = None
@@ -176,7 +172,6 @@ class Evaluator:
             record, history_problem = hist.Record(History()), str(exc)
         series, by_commit, problem = self.fetch(name, ns, now)
         problem = problem or history_problem
-        outcome.data_problem = problem
         assessments: dict[str, Assessment] = {}
         if problem is None:
             for sname, (ts, ys) in series.items():
@@ -222,6 +217,28 @@ class Evaluator:
             history=record.history,
             settings=self.s.policy(),
         )
+        return record, assessments, decision, problem
+
+    async def evaluate(self, job: Mapping[str, Any]) -> Outcome:
+        """Evaluate one job (a StaticTrainingJob body) and apply the outcome."""
+        now = self.clock()
+        meta, spec = job["metadata"], job.get("spec", {})
+        status = job.get("status") or {}
+        name, ns = meta["name"], meta["namespace"]
+        mode = Mode(spec.get("remediation", {}).get("mode", "Recommend"))
+        outcome = Outcome()
+        if mode is Mode.OFF:
+            await self._write_condition(
+                job=job,
+                status=status,
+                cstatus="False",
+                reason="RemediationOff",
+                message="spec.remediation.mode is Off",
+                now=now,
+            )
+            return outcome
+        record, assessments, decision, problem = await asyncio.to_thread(self.judge, job, mode, now)
+        outcome.data_problem = problem
         outcome.decision = decision
         remediation_status: dict[str, Any] = {}
         action_text = ""
@@ -229,11 +246,12 @@ class Evaluator:
         if todo is not None:
             if decision.apply is not None:
                 record = hist.with_intent(record, todo)  # intent first, so a restart completes it
-                self.api.set_history(ns, name, hist.dumps(record))
-            gen_after = self.api.apply(ns, name, todo)
+                await self.api.set_history(ns, name, hist.dumps(record))
+            gen_after = await self.api.apply(ns, name, todo)
             record = hist.with_intent(record, replace(todo, done=True, generation_after=gen_after))
-            self.api.set_history(ns, name, hist.dumps(record))
-            self.api.event(job, reason=f"Remediation{todo.action.value}", message=todo.reason, warning=True, now=now)
+            await self.api.set_history(ns, name, hist.dumps(record))
+            reason = f"Remediation{todo.action.value}"
+            await self.api.event(job, reason=reason, message=todo.reason, warning=True, now=now)
             self.metrics.remediations.labels(name, ns, todo.action.value, mode.value).inc()
             outcome.applied.append(todo.action.value)
             action_text = todo.action.value
@@ -245,7 +263,7 @@ class Evaluator:
         else:
             if decision.recommend is not None and decision.recommend.id not in record.recommended:
                 rec = decision.recommend
-                self.api.event(
+                await self.api.event(
                     job,
                     reason=f"RemediationRecommended{rec.action.value}",
                     message=f"would {rec.action.value} in Auto mode: {rec.reason}",
@@ -257,8 +275,8 @@ class Evaluator:
                 action_text = f"recommend {rec.action.value}"
             new_text = hist.dumps(record)
             if new_text != (meta.get("annotations") or {}).get(hist.ANNOTATION):
-                self.api.set_history(ns, name, new_text)
-        self._report_anomalies(
+                await self.api.set_history(ns, name, new_text)
+        await self._report_anomalies(
             job=job,
             status=status,
             assessments=assessments,
@@ -267,7 +285,7 @@ class Evaluator:
             now=now,
             outcome=outcome,
         )
-        self._write_condition(
+        await self._write_condition(
             job=job,
             status=status,
             cstatus=decision.condition_status,
@@ -277,7 +295,7 @@ class Evaluator:
         )
         return outcome
 
-    def _report_anomalies(
+    async def _report_anomalies(
         self,
         *,
         job: Mapping[str, Any],
@@ -300,7 +318,7 @@ class Evaluator:
             if (item["metric"], item["time"]) not in seen:
                 outcome.new_anomalies.append(a.series)
                 self.metrics.anomalies.labels(meta["name"], meta["namespace"], a.series, a.severity.value).inc()
-                self.api.event(
+                await self.api.event(
                     job,
                     reason="AnomalyDetected",
                     message=a.message,
@@ -313,9 +331,9 @@ class Evaluator:
         if remediation:
             patch["remediation"] = dict(remediation)
         if patch:
-            self.api.patch_status(meta["namespace"], meta["name"], patch)
+            await self.api.patch_status(meta["namespace"], meta["name"], patch)
 
-    def _write_condition(
+    async def _write_condition(
         self,
         *,
         job: Mapping[str, Any],
@@ -342,7 +360,7 @@ class Evaluator:
             "observedGeneration": int(meta.get("generation", 0)),
         }
         try:
-            self.api.patch_status(
+            await self.api.patch_status(
                 meta["namespace"], meta["name"], {"conditions": set_condition(conditions, new, now)}  # type: ignore[arg-type]
             )
         except Exception as exc:  # the CRD may not list the condition type yet: say so, keep going

@@ -5,6 +5,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from statictrain import metrics
 
+__all__ = ["AnomalyMetrics"]
+
 
 class AnomalyMetrics:
     """Score gauges and finding/action counters, registered in the given registry."""

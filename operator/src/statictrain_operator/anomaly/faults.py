@@ -31,6 +31,30 @@ from datetime import UTC, datetime
 from statictrain_operator.anomaly.detector import robust_baseline
 from statictrain_operator.anomaly.remediation import Finding, FindingKind
 
+__all__ = [
+    "DETECTORS",
+    "GPU_MEMORY_TOTAL_BYTES",
+    "GPU_MEMORY_USED_BYTES",
+    "GPU_POWER_WATTS",
+    "GPU_UTILIZATION",
+    "LOSS",
+    "RANK_STEP_SECONDS",
+    "SECONDS_SINCE_LAST_STEP",
+    "STEP_SECONDS",
+    "TRAIN_STEP",
+    "FaultSettings",
+    "Progress",
+    "Series",
+    "detect",
+    "hang",
+    "idle",
+    "loss_divergence",
+    "memory_leak",
+    "progress",
+    "starvation",
+    "straggler",
+]
+
 Series = tuple[Sequence[float], Sequence[float]]
 """(unix seconds ascending, values)."""
 

@@ -20,6 +20,18 @@ from decimal import Decimal, InvalidOperation
 from statictrain_operator.anomaly.detector import Assessment, CommitRegression, Method, Severity
 from statictrain_operator.anomaly.remediation import Finding, FindingKind
 
+__all__ = [
+    "COST_USD_PER_HOUR",
+    "GPU_UTILIZATION",
+    "SECONDS_SINCE_LAST_STEP",
+    "STEP_SECONDS",
+    "TOKENS_PER_SECOND",
+    "USD_PER_1M_TOKENS",
+    "FindingSettings",
+    "classify",
+    "money",
+]
+
 STEP_SECONDS = "step_seconds"
 TOKENS_PER_SECOND = "tokens_per_second"
 GPU_UTILIZATION = "gpu_utilization"

@@ -3,8 +3,9 @@
 * ``@kopf.on.startup``: build the Evaluator (settings from main's Runtime, read
   before kopf starts; Prometheus reader; the Kube port; metrics) into kopf's memo and start a
   background task that, every ``STATICTRAIN_ANOMALY_INTERVAL_S`` seconds,
-  evaluates each running job kopf's ``trainingjobs_index`` holds, in a worker
-  thread (Prophet fits are CPU-bound); stopped on ``@kopf.on.cleanup``.
+  evaluates each running job kopf's ``trainingjobs_index`` holds (the judging,
+  Prophet fits and Prometheus reads, in a worker thread; the writes on kopf's
+  loop); stopped on ``@kopf.on.cleanup``.
 
 A task over the index, not a ``@kopf.timer``: kopf puts a finalizer on every
 object a timer serves, so deleting a job (or its namespace) while the operator
@@ -29,7 +30,6 @@ from statictrain_operator.anomaly.evaluate import Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.namespaces import NamespaceEvaluator
 from statictrain_operator.anomaly.settings import AnomalySettings
-from statictrain_operator.kube.blocking import Blocking
 from statictrain_operator.prom import HttpPrometheus
 
 __all__ = ["anomaly_cleanup", "anomaly_startup", "evaluate_all", "running_jobs"]
@@ -47,7 +47,7 @@ async def evaluate_all(evaluator: Evaluator, namespaces: NamespaceEvaluator, ind
     for job in running_jobs(index):
         meta = job["metadata"]
         try:
-            outcome = await asyncio.to_thread(evaluator.evaluate, job)
+            outcome = await evaluator.evaluate(job)
         except Exception:
             log.exception("anomaly check %s/%s failed; retrying next interval", meta["namespace"], meta["name"])
             continue
@@ -61,7 +61,7 @@ async def evaluate_all(evaluator: Evaluator, namespaces: NamespaceEvaluator, ind
             outcome.applied,
         )
         try:
-            await asyncio.to_thread(namespaces.maybe_evaluate, meta["namespace"] or "")
+            await namespaces.maybe_evaluate(meta["namespace"] or "")
         except Exception:
             log.exception("namespace anomaly check of %s failed", meta["namespace"])
 
@@ -70,11 +70,10 @@ async def evaluate_all(evaluator: Evaluator, namespaces: NamespaceEvaluator, ind
 async def anomaly_startup(memo: kopf.Memo, **kwargs: Any) -> None:
     rt = runtime.of(memo)
     settings: AnomalySettings = rt.parts["anomaly"]
-    call = Blocking(asyncio.get_running_loop())
     prom = HttpPrometheus(settings.prometheus_url, settings.query_timeout_s)
     metrics = AnomalyMetrics(REGISTRY)
-    evaluator = Evaluator(settings, prom, ClusterJobApi(rt.kube, call, rt.clock), metrics, rt.clock)
-    namespaces = NamespaceEvaluator(settings, prom, ClusterNamespaceEvents(rt.kube, call), metrics, rt.clock)
+    evaluator = Evaluator(settings, prom, ClusterJobApi(rt.kube, rt.clock), metrics, rt.clock)
+    namespaces = NamespaceEvaluator(settings, prom, ClusterNamespaceEvents(rt.kube), metrics, rt.clock)
     memo["anomaly_evaluator"] = evaluator
     memo["anomaly_namespaces"] = namespaces
     stop = asyncio.Event()

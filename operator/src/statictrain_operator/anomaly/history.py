@@ -23,6 +23,18 @@ from statictrain import labels
 
 from statictrain_operator.anomaly.remediation import ActionKind, History, Intent
 
+__all__ = [
+    "ANNOTATION",
+    "MAX_INTENTS",
+    "MAX_RECOMMENDED",
+    "Record",
+    "dumps",
+    "loads",
+    "track_good_settings",
+    "with_intent",
+    "with_recommended",
+]
+
 ANNOTATION = labels.REMEDIATION_HISTORY
 """Annotation on the StaticTrainingJob holding the JSON below (ask to move it to labels.py)."""
 

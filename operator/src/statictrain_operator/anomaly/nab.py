@@ -18,6 +18,27 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+__all__ = [
+    "PROBATION_CAP_RECORDS",
+    "PROBATION_PERCENT",
+    "FileRecords",
+    "FileScore",
+    "Profile",
+    "ProfileResult",
+    "ScoredRecord",
+    "category_scores",
+    "normalized",
+    "null_and_perfect",
+    "optimize_threshold",
+    "parse_profiles",
+    "prepare_file",
+    "probationary_length",
+    "scaled_sigmoid",
+    "score_corpus",
+    "score_file",
+    "window_indices",
+]
+
 PROBATION_PERCENT = 0.15
 PROBATION_CAP_RECORDS = 5000
 

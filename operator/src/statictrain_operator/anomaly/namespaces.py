@@ -8,6 +8,7 @@ ongoing episode is announced again, once.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Protocol
@@ -18,13 +19,15 @@ from statictrain_operator.anomaly.queries import namespace_cost_query
 from statictrain_operator.anomaly.settings import AnomalySettings
 from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
+__all__ = ["SERIES", "NamespaceEvaluator", "NamespaceEvents"]
+
 SERIES = "namespace_cost_usd_per_hour"
 
 
 class NamespaceEvents(Protocol):
     """Posting an Event about a Namespace."""
 
-    def namespace_event(self, namespace: str, *, reason: str, message: str, now: datetime) -> None: ...
+    async def namespace_event(self, namespace: str, *, reason: str, message: str, now: datetime) -> None: ...
 
 
 class NamespaceEvaluator:
@@ -42,7 +45,7 @@ class NamespaceEvaluator:
         self._in_episode: set[str] = set()
         self._last_run: dict[str, datetime] = {}
 
-    def maybe_evaluate(self, namespace: str) -> Assessment | str | None:
+    async def maybe_evaluate(self, namespace: str) -> Assessment | str | None:
         """Evaluate the namespace unless it was evaluated less than ``interval_s`` ago (then None).
 
         Called from every job's timer, so a namespace is judged once per interval however many jobs it has.
@@ -52,11 +55,26 @@ class NamespaceEvaluator:
         if last is not None and (now - last).total_seconds() < self.s.interval_s:
             return None
         self._last_run[namespace] = now
-        return self.evaluate(namespace)
+        return await self.evaluate(namespace)
 
-    def evaluate(self, namespace: str) -> Assessment | str:
-        """The assessment of the namespace's cost rate, or why there is none."""
+    async def evaluate(self, namespace: str) -> Assessment | str:
+        """The assessment of the namespace's cost rate, or why there is none (an Event when an episode starts)."""
         now = self.clock()
+        a = await asyncio.to_thread(self.judge, namespace, now)
+        if isinstance(a, str):
+            return a
+        anomalous = a.severity in (Severity.WARNING, Severity.CRITICAL) and a.z > 0
+        if anomalous and namespace not in self._in_episode:
+            self.metrics.anomalies.labels("", namespace, SERIES, a.severity.value if a.severity else "").inc()
+            await self.events.namespace_event(namespace, reason="NamespaceCostAnomaly", message=a.message, now=now)
+        if anomalous:
+            self._in_episode.add(namespace)
+        else:
+            self._in_episode.discard(namespace)
+        return a
+
+    def judge(self, namespace: str, now: datetime) -> Assessment | str:
+        """The assessment of the namespace's cost rate at ``now`` (Prometheus read and fit, no writes)."""
         end = now.timestamp()
         try:
             res = self.prom.query_range(
@@ -71,12 +89,4 @@ class NamespaceEvaluator:
             SERIES, [datetime.fromtimestamp(p.t, tz=UTC) for p in samples], [p.v for p in samples], self.s.detector()
         )
         self.metrics.score.labels("", namespace, SERIES, a.method.value).set(a.score)
-        anomalous = a.severity in (Severity.WARNING, Severity.CRITICAL) and a.z > 0
-        if anomalous and namespace not in self._in_episode:
-            self.metrics.anomalies.labels("", namespace, SERIES, a.severity.value if a.severity else "").inc()
-            self.events.namespace_event(namespace, reason="NamespaceCostAnomaly", message=a.message, now=now)
-        if anomalous:
-            self._in_episode.add(namespace)
-        else:
-            self._in_episode.discard(namespace)
         return a

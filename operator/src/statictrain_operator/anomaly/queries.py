@@ -12,6 +12,8 @@ from statictrain.promql import mean_step_seconds, range_duration, selector
 from statictrain_operator.anomaly import faults
 from statictrain_operator.anomaly import findings as f
 
+__all__ = ["commit_query", "fault_queries", "job_queries", "namespace_cost_query"]
+
 
 def job_queries(job: str, namespace: str, rate_window_s: float) -> dict[str, str]:
     """Series name -> PromQL for one job (label values are escaped by ``selector``)."""

@@ -28,6 +28,24 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
+__all__ = [
+    "PRIORITY",
+    "RECOMMEND_ONLY",
+    "SETTINGS_FIELDS",
+    "ActionKind",
+    "Decision",
+    "Finding",
+    "FindingKind",
+    "History",
+    "Intent",
+    "JobView",
+    "Mode",
+    "PolicySettings",
+    "decide",
+    "intent_id",
+    "plan_action",
+]
+
 
 class FindingKind(StrEnum):
     """What the detector saw (PascalCase: used as Event and condition reasons)."""

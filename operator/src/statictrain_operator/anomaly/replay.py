@@ -42,6 +42,31 @@ from statictrain_operator.anomaly.remediation import (
     decide,
 )
 
+__all__ = [
+    "COUNTERS",
+    "EVENT_SERIES",
+    "EVIDENCE",
+    "EXPECTED_ACTION",
+    "KNOWN",
+    "NONFINITE_IS_SIGNAL",
+    "Commit",
+    "Problem",
+    "Recording",
+    "Replay",
+    "ReplaySettings",
+    "Series",
+    "SeriesScore",
+    "Tick",
+    "Window",
+    "WindowScore",
+    "check",
+    "known",
+    "replay",
+    "s_interval",
+    "score",
+    "spec_for",
+]
+
 KNOWN = (
     flt.TRAIN_STEP,
     flt.STEP_SECONDS,

@@ -24,6 +24,20 @@ from typing import Any, TextIO
 
 from statictrain_operator.anomaly import replay as rp
 
+__all__ = [
+    "add_parser",
+    "episodes",
+    "load",
+    "parse_time",
+    "read_csv",
+    "read_labels",
+    "read_meta",
+    "render",
+    "report",
+    "run",
+    "summary",
+]
+
 
 def parse_time(text: str) -> float:
     """Unix seconds from unix seconds or ISO 8601 (naive times are UTC); ValueError otherwise."""

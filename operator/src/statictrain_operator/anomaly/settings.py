@@ -14,6 +14,8 @@ from statictrain_operator.anomaly.faults import FaultSettings
 from statictrain_operator.anomaly.findings import FindingSettings
 from statictrain_operator.anomaly.remediation import PolicySettings
 
+__all__ = ["ENV_PREFIX", "AnomalySettings"]
+
 ENV_PREFIX = "STATICTRAIN_ANOMALY_"
 
 

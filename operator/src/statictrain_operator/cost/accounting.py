@@ -44,6 +44,8 @@ from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.cost.status import accumulate, step_mark
 from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
+__all__ = ["Accountant", "CostKube", "RunResult", "windows"]
+
 log = logging.getLogger(__name__)
 
 

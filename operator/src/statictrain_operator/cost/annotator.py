@@ -27,6 +27,8 @@ from statictrain.pricing import (
 )
 from statictrain.quantities import parse_quantity
 
+__all__ = ["PRICE_NOTES", "annotation_patch", "is_gpu_node", "node_facts", "plan_node_patches", "price_annotations"]
+
 PRICE_NOTES = labels.PRICE_NOTES
 """Annotation explaining a flagged price (to move into statictrain.labels)."""
 

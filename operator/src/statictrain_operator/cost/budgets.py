@@ -24,6 +24,8 @@ from statictrain import api, labels
 from statictrain.conditions import BUDGET_WARNING, Reason
 from statictrain.money import format_usd, parse_usd
 
+__all__ = ["BUDGET_ACTED", "CONDITION", "Action", "BudgetDecision", "decide"]
+
 BUDGET_ACTED = labels.BUDGET_EXCEEDED
 """Annotation on the job: the limitUSD the budget action ran for (to move into statictrain.labels)."""
 CONDITION = "BudgetExceeded"

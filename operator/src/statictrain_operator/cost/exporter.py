@@ -23,6 +23,8 @@ from statictrain import labels, metrics
 from statictrain.cost import Allocation, JobCost
 from statictrain.invariants import INVARIANTS, Check
 
+__all__ = ["JOB_LABELS", "STATUS_FIELDS", "CostMetrics", "LabelValues"]
+
 JOB_LABELS = list(labels.METRIC_LABELS)
 LabelValues = tuple[str, ...]
 

@@ -9,8 +9,10 @@ Import this module (the operator's main.py does) to register:
   ``@kopf.on.cleanup`` (status.progress and status.compile are the progress part's).
 
 Settings come from main's Runtime (read before kopf starts); API calls go
-through the Kube port (cost.cluster). Handlers only translate events into calls
-of the pure modules.
+through the Kube port (cost.cluster), awaited on kopf's loop. The accounting
+pass itself (allocation and Prometheus reads) runs in a worker thread between
+reading the cluster and sending its writes. Handlers only translate events into
+calls of the pure modules.
 """
 
 from __future__ import annotations
@@ -44,7 +46,6 @@ from statictrain_operator.cost.cluster import ClusterCost
 from statictrain_operator.cost.exporter import CostMetrics
 from statictrain_operator.cost.live_prices import RefreshSchedule, load, refresh_azure
 from statictrain_operator.cost.settings import CostSettings
-from statictrain_operator.kube.blocking import Blocking
 from statictrain_operator.prom import HttpPrometheus
 
 __all__ = ["CostRuntime", "cost_cleanup", "cost_startup", "price_node_event"]
@@ -85,12 +86,12 @@ class CostRuntime:
             clock=clock,
         )
 
-    def refresh_prices(self, nodes: list[dict[str, Any]]) -> None:
+    async def refresh_prices(self, nodes: list[dict[str, Any]]) -> None:
         """Re-read custom prices and, when due, live quotes; node events reuse what this keeps."""
         ref = self.settings.custom_prices_configmap
         if ref:
             ns, name = ref.split("/")
-            text = self.cluster.read_configmap_key(ns, name, "prices.csv")
+            text = await self.cluster.read_configmap_key(ns, name, "prices.csv")
             try:
                 self._custom = parse_custom_prices(text) if text else []
             except ValueError as e:
@@ -103,16 +104,16 @@ class CostRuntime:
             )
             regions = sorted({f.region for f in facts if f.region and f.instance_type in skus})
             if skus and self._live_schedule.due(now):
-                quotes, fresh = refresh_azure(_urlopen, regions, skus, now, Path(self.settings.live_cache_dir))
+                cache = Path(self.settings.live_cache_dir)
+                quotes, fresh = await asyncio.to_thread(refresh_azure, _urlopen, regions, skus, now, cache)
                 self._live = quotes or self._live
                 self._live_schedule = self._live_schedule.after(fresh, now)
 
-    def annotate(self, nodes: list[dict[str, Any]]) -> int:
+    def price(self, nodes: list[dict[str, Any]]) -> dict[str, dict[str, str | None]]:
+        """The annotation patches that price ``nodes`` (only those that change); sets the node price metrics."""
         now = self.clock()
         live = [self._live] if self._live is not None else []
         patches = plan_node_patches(nodes, self.catalog, now=now, custom=self._custom, live=live, policy=self.policy)
-        for name, patch in patches.items():
-            self.cluster.patch_node_annotations(name, patch)
         for node in nodes:
             facts = node_facts(node)
             ann = (node.get("metadata") or {}).get("annotations") or {}
@@ -123,27 +124,36 @@ class CostRuntime:
                 self.metrics.set_node_hourly(
                     facts.name, facts.instance_type or "", facts.capacity_type, source, float(hourly)
                 )
+        return patches
+
+    async def annotate(self, nodes: list[dict[str, Any]]) -> int:
+        """Price ``nodes``: patch the annotations that change; returns how many nodes were patched."""
+        patches = self.price(nodes)
+        await asyncio.gather(*(self.cluster.patch_node_annotations(n, p) for n, p in patches.items()))
         return len(patches)
 
-    def tick(self) -> None:
-        """One pass (blocking): list the nodes once, price them, account every job."""
-        self.cluster.nodes = None
-        nodes = self.cluster.list_nodes()
-        self.refresh_prices(nodes)
-        self.annotate(nodes)
-        self.cluster.nodes = nodes  # the accounting pass prices the same nodes
+    def account(self) -> None:
+        """One accounting pass over what ``cluster.load`` read (blocking: Prometheus; no Kubernetes calls)."""
         try:
             self.accountant.run_once()
         except Exception:
             self.metrics.run_failed()
             raise
+
+    async def tick(self) -> None:
+        """One pass: list the nodes and pods once, price the nodes, account every job, send the writes."""
+        nodes = await self.cluster.load()
+        await self.refresh_prices(nodes)
+        await self.annotate(nodes)  # the accounting pass prices the same listed nodes
+        try:
+            await asyncio.to_thread(self.account)
         finally:
-            self.cluster.nodes = None
+            await self.cluster.flush()
 
 
 async def _tick(rt: CostRuntime) -> None:
     try:
-        await asyncio.to_thread(rt.tick)
+        await rt.tick()
     except Exception:
         log.exception("cost accounting run failed; retrying next interval")
 
@@ -152,14 +162,7 @@ async def _tick(rt: CostRuntime) -> None:
 async def cost_startup(memo: kopf.Memo, **_: Any) -> None:
     rt = runtime.of(memo)
     settings: CostSettings = rt.parts["cost"]
-    cluster = ClusterCost(
-        rt.kube,
-        Blocking(asyncio.get_running_loop()),
-        rt.jobs,
-        rt.job,
-        rt.clock,
-        state_configmap=settings.state_configmap,
-    )
+    cluster = ClusterCost(rt.kube, rt.jobs, rt.job, rt.clock, state_configmap=settings.state_configmap)
     cost = CostRuntime(settings, cluster, rt.clock)
     memo["cost_runtime"] = cost
     stop = asyncio.Event()
@@ -176,4 +179,4 @@ async def price_node_event(body: kopf.Body, type: str | None, memo: kopf.Memo, *
     rt = memo.get("cost_runtime")
     if rt is None or type == "DELETED":
         return
-    await asyncio.to_thread(rt.annotate, [dict(body)])
+    await rt.annotate([dict(body)])

@@ -9,6 +9,7 @@ sidecar's and cAdvisor's series :class:`PodUsage` per pod UID (see
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -25,6 +26,31 @@ from statictrain.quantities import parse_quantity
 
 from statictrain_operator.cost.annotator import node_facts
 from statictrain_operator.prom import Series
+
+__all__ = [
+    "CADVISOR_CPU",
+    "CADVISOR_MEMORY",
+    "COMPLETION_INDEX",
+    "COUNTERS",
+    "EPSILON_S",
+    "GIB",
+    "HELD",
+    "INVALID_PRICE",
+    "MAX_NODE_HOURLY_USD",
+    "TERMINAL",
+    "build_usage",
+    "counters_missing_prev",
+    "node_info",
+    "parse_time",
+    "pod_info",
+    "prev_query",
+    "usage_queries",
+]
+
+log = logging.getLogger(__name__)
+INVALID_PRICE = "node-price-annotation-invalid"
+MAX_NODE_HOURLY_USD = Decimal(10_000)
+"""An hourly node price at or above this is taken for a typo (the largest catalog rows are ~100 $/h)."""
 
 TERMINAL = ("Succeeded", "Failed")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -111,12 +137,23 @@ def _capacity(node: Mapping[str, Any], resource: str) -> float:
 def node_info(
     node: Mapping[str, Any], price_now: Callable[[NodeFacts], Decimal], weights: ResourcePrices = DEFAULT_WEIGHTS
 ) -> NodeInfo:
-    """A node (GPU or CPU-only) with its hourly price from the annotator's annotation (or priced now if missing)."""
+    """A node (GPU or CPU-only) with its hourly price from the annotator's annotation (or priced now if missing).
+
+    A malformed, zero or non-finite annotation is not the node's price: the node is priced now (catalog)
+    and its pods' jobs are flagged ``node-price-annotation-invalid`` (logged with the node's name)."""
     facts = node_facts(node)
     ann = (node.get("metadata") or {}).get("annotations") or {}
     raw = ann.get(labels.HOURLY_COST)
-    hourly = parse_usd(raw, what=f"node {facts.name} annotation {labels.HOURLY_COST}") if raw else price_now(facts)
-    if hourly <= 0:
+    flag = ""
+    hourly: Decimal | None = None
+    if raw:
+        try:
+            hourly = parse_usd(raw, what=f"node {facts.name} annotation {labels.HOURLY_COST}")
+        except ValueError as e:
+            log.warning("%s; priced from the catalog instead (jobs flagged %s)", e, INVALID_PRICE)
+        if hourly is None or not 0 < hourly < MAX_NODE_HOURLY_USD:
+            flag, hourly = INVALID_PRICE, None
+    if hourly is None:
         hourly = price_now(facts)
     meta = node.get("metadata") or {}
     return NodeInfo(
@@ -128,6 +165,7 @@ def node_info(
         present_from=parse_time(meta.get("creationTimestamp")),
         present_to=parse_time(meta.get("deletionTimestamp")),
         weights=weights,
+        price_flag=flag,
     )
 
 

@@ -23,6 +23,19 @@ from typing import IO, Any
 
 from statictrain.pricing import ON_DEMAND, SPOT, LiveQuotes
 
+__all__ = [
+    "AZURE_URL",
+    "MAX_PAGES",
+    "RefreshSchedule",
+    "Urlopen",
+    "azure_query_url",
+    "fetch_azure",
+    "load",
+    "parse_azure_items",
+    "refresh_azure",
+    "save",
+]
+
 log = logging.getLogger(__name__)
 
 AZURE_URL = "https://prices.azure.com/api/retail/prices"

@@ -11,6 +11,8 @@ from statictrain import envconfig
 from statictrain.cost import ResourcePrices
 from statictrain.money import parse_usd
 
+__all__ = ["ENV_PREFIX", "CostSettings"]
+
 ENV_PREFIX = "STATICTRAIN_COST_"
 
 

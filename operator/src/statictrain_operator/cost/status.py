@@ -1,8 +1,9 @@
 """status.cost of a StaticTrainingJob: add one accounting increment to what it holds (pure).
 
 All money fields are decimal strings. Running totals: ``tokens`` (integer
-string), ``steps`` (progress), ``stepsExecuted`` and ``lostSteps`` (decimal
-strings: DDP steps are means over ranks), ``steadyUSD``/``steadySteps`` (the cost
+string), ``steps`` (progress, rounded for display), ``progressSteps``,
+``stepsExecuted`` and ``lostSteps`` (decimal strings: DDP steps are means over
+ranks, so progress can be a half step; lost steps compare the unrounded ones), ``steadyUSD``/``steadySteps`` (the cost
 per step that prices lost work) and ``stepMark`` (the job's step at ``updated``,
 where the next window starts). ``projectedUSD``, ``projectedBasis`` and
 ``steadyUSDPerStep`` are the cost to finish (cost.projection). Tokens of a status written before they existed
@@ -20,6 +21,8 @@ from statictrain.cost import JobCost, JobTotals, fold_job
 from statictrain.money import ZERO, format_usd, to_decimal
 
 from statictrain_operator.cost.projection import PerStep, project
+
+__all__ = ["FINE", "HOUR", "MILLION", "accumulate", "step_mark", "totals"]
 
 FINE = Decimal("0.000000001")
 HOUR = Decimal(3600)
@@ -45,7 +48,7 @@ def totals(prev: Mapping[str, Any] | None) -> JobTotals:
     prev = prev or {}
     return JobTotals(
         executed_steps=float(_dec(prev.get("stepsExecuted"))),
-        steps=float(_dec(prev.get("steps"))),
+        steps=float(_dec(prev.get("progressSteps") or prev.get("steps"))),
         lost_steps=float(_dec(prev.get("lostSteps"))),
         steady_usd=_dec(prev.get("steadyUSD")),
         steady_steps=float(_dec(prev.get("steadySteps"))),
@@ -70,7 +73,7 @@ def accumulate(
     progress: Mapping[str, Any] | None = None,
     training: Mapping[str, Any] | None = None,
     finished: bool = False,
-) -> dict[str, str]:
+) -> dict[str, Any]:
     """The new status.cost after adding ``inc`` (None: no cost in this window, only ``updated`` moves).
 
     ``now`` is the end of the accounted window (the next window starts there). The
@@ -94,7 +97,7 @@ def accumulate(
     tokens = tokens0 + (Decimal(repr(inc.tokens)) if inc else ZERO)
     steps = Decimal(repr(t.steps))
     mark = inc.step_mark if inc is not None and inc.step_mark is not None else step_mark(prev)
-    out: dict[str, str] = {
+    out: dict[str, Any] = {
         "usd": format_usd(usd, quantum=FINE),
         "gpuUSD": add("gpuUSD", inc.gpu_usd if inc else ZERO),
         "cpuUSD": add("cpuUSD", inc.cpu_usd if inc else ZERO),
@@ -118,6 +121,7 @@ def accumulate(
         ),
         "tokens": str(int(tokens.to_integral_value())),
         "steps": str(int(steps.to_integral_value())),
+        "progressSteps": _count(t.steps),
         "stepsExecuted": _count(t.executed_steps),
         "lostSteps": _count(t.lost_steps),
         "steadyUSD": format_usd(t.steady_usd, quantum=FINE),
@@ -125,7 +129,18 @@ def accumulate(
         "stepMark": _count(mark) if mark is not None else "",
         "updated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    flags = _flags(prev.get("flags"), inc.flags if inc is not None else set())
+    if flags:
+        out["flags"] = flags
     return out
+
+
+def _flags(prev: object, raised: set[str]) -> dict[str, str]:
+    """The job's cost-data flags -> windows that raised them, with this window's added (bad entries dropped)."""
+    counts = {str(k): int(v) for k, v in (prev.items() if isinstance(prev, Mapping) else ()) if str(v).isdigit()}
+    for flag in raised:
+        counts[flag] = counts.get(flag, 0) + 1
+    return {k: str(v) for k, v in sorted(counts.items())}
 
 
 def _int(value: object) -> int | None:

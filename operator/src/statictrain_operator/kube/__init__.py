@@ -4,7 +4,8 @@
 - ``http``: ``HttpKube``, the port over the API server (aiohttp, one session on kopf's loop);
 - ``fake``: ``FakeKube``, the port in memory (checked against the real server by a contract test);
 - ``endpoint``: server and credentials, read once in main (kubeconfig or service account);
-- ``blocking``: calling the port from a worker thread; ``events``, ``heartbeat``: Event and Lease bodies.
+- ``blocking``: calling the port from code with no loop (tools, tests);
+- ``events``, ``heartbeat``: Event and Lease bodies.
 
 Bodies go in and come out as plain dicts in the API server's camelCase. What a
 part writes (which patch for which decision) lives with that part, not here.

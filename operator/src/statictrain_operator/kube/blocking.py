@@ -1,9 +1,9 @@
-"""Calling the async Kube port from a worker thread (the cost and anomaly parts' CPU-bound passes).
+"""Calling the async Kube port from synchronous code that has no loop of its own (tools, tests).
 
-The port lives on kopf's event loop; a pass running in ``asyncio.to_thread``
-submits each call back to that loop and waits for it, so every API call still
-goes through the one session. This is the seam to remove once those passes
-are async themselves.
+The operator itself awaits every call on kopf's loop (its cost and anomaly
+passes too: their CPU-bound parts run in worker threads without the port).
+``LoopThread`` runs a loop in a thread and ``Blocking`` submits coroutines to
+it and waits for their results.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ class Blocking:
 class LoopThread:
     """An event loop in a daemon thread, for synchronous callers with no loop of their own (tools, tests).
 
-    ``with LoopThread() as call:`` gives a Blocking bound to it; the loop stops on exit.
+    ``with LoopThread() as call:`` gives a Blocking bound to it; on exit the loop finalizes its async
+    generators (what HttpKube left open is closed), then stops.
     """
 
     def __init__(self) -> None:
@@ -43,6 +44,7 @@ class LoopThread:
         return Blocking(self.loop)
 
     def __exit__(self, *_: object) -> None:
+        asyncio.run_coroutine_threadsafe(self.loop.shutdown_asyncgens(), self.loop).result(30)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()

@@ -6,6 +6,11 @@ of resources as plain dicts (no model classes to build and throw away, which
 was most of the CPU of the synchronous client at scale), and server-side apply
 is one content type. One session (one connection pool) serves every part of
 the operator on kopf's event loop; nothing runs in threads.
+
+A session belongs to the event loop it was opened on: each loop gets its own,
+``close()`` closes the running loop's, and one not closed that way is closed
+when its loop shuts down its async generators (``asyncio.run`` and
+``LoopThread`` do), so no loop leaves an open session behind.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import asyncio
 import json
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any
 
 import aiohttp
@@ -28,6 +33,15 @@ MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML
 TOKEN_REREAD_S = 60.0
 PAGE = 500
+
+
+async def _close_at_shutdown(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
+    """Suspended until its loop shuts down its async generators, then closes ``session``."""
+    try:
+        yield
+    finally:
+        if not session.closed:
+            await session.close()
 
 
 def _ssl_context(ep: Endpoint) -> ssl.SSLContext | bool:
@@ -52,8 +66,8 @@ class HttpKube:
         # connect or a server that stops answering is.
         self.timeout = aiohttp.ClientTimeout(total=None, sock_connect=timeout_s, sock_read=timeout_s)
         self._ssl = _ssl_context(endpoint)
-        self._session: aiohttp.ClientSession | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sessions: dict[asyncio.AbstractEventLoop, aiohttp.ClientSession] = {}
+        self._closers: dict[asyncio.AbstractEventLoop, AsyncGenerator[None, None]] = {}
         self._token: tuple[float, str | None] = (0.0, endpoint.token)
 
     # ------------------------------------------------------------------ plumbing
@@ -70,18 +84,28 @@ class HttpKube:
             return {"Authorization": aiohttp.BasicAuth(ep.username, ep.password).encode()}
         return {}
 
-    def _open(self) -> aiohttp.ClientSession:
+    async def _open(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
-        if self._session is None or self._loop is not loop or self._session.closed:
+        session = self._sessions.get(loop)
+        if session is None or session.closed:
+            for old in [lp for lp in self._sessions if lp.is_closed()]:  # forget loops that are gone
+                self._sessions.pop(old, None)
+                self._closers.pop(old, None)
             connector = aiohttp.TCPConnector(ssl=self._ssl, limit=self.connections)
-            self._session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
-            self._loop = loop
-        return self._session
+            session = aiohttp.ClientSession(connector=connector, timeout=self.timeout)
+            self._sessions[loop] = session
+            closer = _close_at_shutdown(session)
+            await anext(closer)  # registered with this loop: its shutdown_asyncgens() closes the session
+            self._closers[loop] = closer
+        return session
 
     async def close(self) -> None:
-        if self._session is not None and not self._session.closed:
-            await self._session.close()
-        self._session = None
+        """Close the running loop's session (a later call opens a new one)."""
+        loop = asyncio.get_running_loop()
+        self._sessions.pop(loop, None)
+        closer = self._closers.pop(loop, None)
+        if closer is not None:
+            await closer.aclose()  # closes the session
 
     async def _call(
         self,
@@ -97,7 +121,7 @@ class HttpKube:
         if body is not None:
             headers["Content-Type"] = content_type
             data = json.dumps(body)
-        session = self._open()
+        session = await self._open()
         async with session.request(
             method, self.endpoint.server + path, params=params, data=data, headers=headers
         ) as resp:

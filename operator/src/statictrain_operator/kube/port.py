@@ -26,12 +26,14 @@ __all__ = [
     "EVENTS",
     "JOBS",
     "LEASES",
+    "LOCALQUEUES",
     "NODES",
     "PODS",
     "PVCS",
     "SECRETS",
     "SERVICES",
     "STJ",
+    "WORKLOADS",
     "ApiError",
     "Kube",
     "Resource",
@@ -77,6 +79,9 @@ CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
 EVENTS = Resource("", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+# Kueue's (read only; absent where Kueue is not installed: a list answers 404).
+LOCALQUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta2", "workloads", "Workload")
 
 _BY_KIND = {r.kind: r for r in (STJ, JOBS, SERVICES, PODS, PVCS, SECRETS, CONFIGMAPS, EVENTS, NODES, LEASES)}
 

@@ -16,7 +16,7 @@ from statictrain.cost import Sample
 from statictrain.promql import range_duration, selector
 
 from statictrain_operator.prom import PromReader, Series
-from statictrain_operator.report.model import JOB_METRICS, NODE_METRICS, ReportWindow
+from statictrain_operator.report.model import FLAGS_METRIC, JOB_METRICS, NODE_METRICS, ReportWindow
 
 __all__ = ["BASELINE_LOOKBACK_S", "FILTER_LABELS", "MAX_POINTS", "Progress", "fetch", "job_filters"]
 
@@ -40,16 +40,24 @@ def job_filters(filters: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
     return out
 
 
-def _chunks(window: ReportWindow) -> list[tuple[float, float]]:
-    """Evaluation points 1..buckets (the ends of the buckets), in chunks of at most MAX_POINTS."""
-    step = window.step_s
+def _chunks(window: ReportWindow) -> tuple[list[tuple[float, float]], float]:
+    """(first, last) evaluation point of each range query, in chunks of at most MAX_POINTS, and their step.
+
+    Prometheus evaluates a range query at ``start + k * step`` on its millisecond grid while that is not
+    after ``end``; a step of, say, 4.791667 s is sent as 4.792 s and the 24th point would fall after the
+    window's end and never be evaluated (the last bucket lost). So the points are chosen here, on that
+    grid: the step in whole milliseconds, counted back from the window's last evaluation point
+    ``end - 1 ms`` (always evaluated), as many as it takes for the first point's range to reach back to
+    the window's first evaluation point. A point's bucket is the one whose end is nearest (see ``model``)."""
+    start_ms, end_ms = round(window.eval_start * 1000), round(window.eval_end * 1000)
+    step_ms = max(1, round(window.step_s * 1000))
+    points = -(-(end_ms - start_ms) // step_ms)
+    first_ms = end_ms - (points - 1) * step_ms  # in (start, start + step]
     out = []
-    i = 1
-    while i <= window.buckets:
-        n = min(MAX_POINTS, window.buckets - i + 1)
-        out.append((window.eval_start + i * step, window.eval_start + (i + n - 1) * step))
-        i += n
-    return out
+    for first in range(0, points, MAX_POINTS):
+        last = min(points - 1, first + MAX_POINTS - 1)
+        out.append(((first_ms + first * step_ms) / 1000, (first_ms + last * step_ms) / 1000))
+    return out, step_ms / 1000
 
 
 def fetch(
@@ -62,23 +70,25 @@ def fetch(
 ) -> tuple[dict[str, list[Series]], dict[str, list[Series]]]:
     """(job series by field, node series by field) for :func:`report.model.build_report`.
 
-    Per series: its last value before the window (looking back ``baseline_lookback_s``), stamped
-    at the window's first evaluation point, then the last raw sample of every bucket
-    (``last_over_time`` over exactly one bucket), so a series that ends between two evaluation
-    points (an operator restart, a removed target) still contributes its last value.
+    Per series: its last value before the window (looking back ``baseline_lookback_s``, at least one
+    step), stamped at the window's first evaluation point ``start - 1 ms``; then the last raw sample of
+    every step of the millisecond grid that ends at ``end - 1 ms`` (``last_over_time`` over exactly one
+    step, see ``_chunks``), so a series that ends between two evaluation points (an operator restart, a
+    removed target) still contributes its last value and the totals reach the window's end. The first
+    step may reach before the window's start; what it finds there is the baseline's value too.
     """
     any_of = job_filters(filters or {})
-    plan = [("job", f, selector(m, any_of=any_of)) for f, m in JOB_METRICS.items()]
+    plan = [("job", f, selector(m, any_of=any_of)) for f, m in {**JOB_METRICS, "flags": FLAGS_METRIC}.items()]
     plan += [("node", f, selector(m)) for f, m in NODE_METRICS.items()]
-    chunks = _chunks(window)
-    bucket = range_duration(window.step_s)
-    lookback = range_duration(baseline_lookback_s)
+    chunks, step = _chunks(window)
+    bucket = range_duration(step)
+    lookback = range_duration(max(baseline_lookback_s, step))
     calls: list[tuple[int, bool, Callable[[], list[Series]]]] = []  # (plan index, baseline?, query)
     for i, (_, _, sel) in enumerate(plan):
         calls.append((i, True, partial(reader.query, f"last_over_time({sel}[{lookback}])", window.eval_start)))
         for lo, hi in chunks:
             q = f"last_over_time({sel}[{bucket}])"
-            calls.append((i, False, partial(reader.query_range, q, lo, hi, window.step_s)))
+            calls.append((i, False, partial(reader.query_range, q, lo, hi, step)))
     # the queries are independent: run a few at once (Prometheus evaluates while Python parses), merged in order
     with ThreadPoolExecutor(max_workers=PARALLEL_QUERIES) as pool:
         futures = [pool.submit(call) for _, _, call in calls]

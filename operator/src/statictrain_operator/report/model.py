@@ -2,10 +2,12 @@
 
 Each input series holds, per counter, its last value before the window stamped
 at the first evaluation point ``start - 1 ms`` (absent when the counter did not
-exist yet), then its last raw value in each bucket, stamped at the bucket's end
-``start - 1 ms + i * step`` (see ``fetch``). Increases between them cover exactly
-``[start, end)``. A series without a value before the window started inside it
-and counts from zero. A drop is a counter reset (operator restart).
+exist yet), then its last raw values inside the window, each stamped at the time
+it stands for (see ``fetch``), the last one at ``end - 1 ms``. A value counts in
+the bucket whose end is nearest its stamp (the first bucket at least). Increases
+between them cover exactly ``[start, end)``. A series without a value at the
+first evaluation point started inside the window and counts from zero. A drop is
+a counter reset (operator restart).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from statictrain_operator.prom import Series
 
 __all__ = [
     "EPSILON_S",
+    "FLAGS_METRIC",
     "GROUP_LABELS",
     "JOB_METRICS",
     "NODE_METRICS",
@@ -61,6 +64,8 @@ JOB_METRICS = {
     "tokens": metrics.JOB_TOKENS_TOTAL,
     "executed_steps": metrics.JOB_STEPS_TOTAL,
 }
+FLAGS_METRIC = metrics.JOB_COST_FLAGS_TOTAL
+"""Accounting windows in which a job's cost data had a problem, per flag (label ``flag``)."""
 NODE_METRICS = {
     "node_usd": metrics.NODE_COST_USD_TOTAL,
     "node_idle_usd": metrics.NODE_IDLE_COST_USD_TOTAL,
@@ -90,6 +95,11 @@ class ReportWindow:
             )
         if not 1 <= self.buckets <= 100_000:
             raise ValueError("buckets must be within 1..100000")
+        if self.step_s < 0.001:
+            raise ValueError(
+                f"buckets of {self.step_s * 1000:g} ms are shorter than Prometheus' resolution (1 ms); "
+                "use fewer buckets"
+            )
 
     @property
     def step_s(self) -> float:
@@ -97,15 +107,22 @@ class ReportWindow:
 
     @property
     def eval_start(self) -> float:
-        return self.start.timestamp() - EPSILON_S
+        """``start - 1 ms`` on Prometheus' millisecond grid."""
+        return _ms(self.start) - EPSILON_S
 
     @property
     def eval_end(self) -> float:
-        return self.end.timestamp() - EPSILON_S
+        """``end - 1 ms`` on Prometheus' millisecond grid."""
+        return _ms(self.end) - EPSILON_S
 
     def bucket_starts(self) -> list[datetime]:
         step = timedelta(seconds=self.step_s)
         return [self.start + i * step for i in range(self.buckets)]
+
+
+def _ms(t: datetime) -> float:
+    """``t`` as seconds, rounded to whole milliseconds (Prometheus' time resolution)."""
+    return round(t.timestamp() * 1000) / 1000
 
 
 def parse_utc(text: str) -> datetime:
@@ -129,9 +146,9 @@ def _deltas(samples: Sequence[Sample], first_eval: float, step: float, buckets: 
     pts = sorted(samples, key=lambda s: s.t)
     if not pts:
         return out
-    prev: float | None = 0.0 if pts[0].t > first_eval + step / 2 else None
+    prev: float | None = 0.0 if pts[0].t > first_eval else None
     for s in pts:
-        idx = round((s.t - first_eval) / step)
+        idx = max(round((s.t - first_eval) / step), 1) if s.t > first_eval else 0
         if prev is not None and 1 <= idx <= buckets:
             out[idx - 1] += s.v - prev if s.v >= prev else max(s.v, 0.0)
         prev = s.v
@@ -153,6 +170,8 @@ class Row:
     tokens: float = 0.0
     executed_steps: float = 0.0
     """Steps executed, recomputed ones included (mean over ranks)."""
+    flags: dict[str, float] = field(default_factory=dict)
+    """Flag (e.g. utilization-gaps, node-price-annotation-invalid) -> accounting windows that raised it."""
 
     @property
     def steps(self) -> float:
@@ -247,6 +266,12 @@ def build_report(
                 job_commits[jk] = s.labels.get("commit", "")
             elif field_name == "tokens":
                 commit[s.labels.get("commit", "")][1] += total
+    for s in job_series.get("flags", ()):
+        n = math.fsum(_deltas(s.samples, first, step, window.buckets))
+        key = tuple(s.labels.get(lbl, "") for lbl in GROUP_LABELS[group_by])
+        if n > 0 and key in rows:
+            flag = s.labels.get("flag", "")
+            rows[key].flags[flag] = rows[key].flags.get(flag, 0.0) + n
     node_totals = {"node_usd": 0.0, "node_idle_usd": 0.0}
     failures: dict[str, float] = {}
     for field_name in NODE_METRICS:

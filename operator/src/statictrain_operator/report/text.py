@@ -25,6 +25,7 @@ COLUMNS = (
     "steps",
     "usd_per_1m_tokens",
     "usd_per_step",
+    "flags",
 )
 
 
@@ -47,6 +48,7 @@ def _row_values(row: Row) -> dict[str, str]:
         "steps": f"{round(row.steps)}",
         "usd_per_1m_tokens": money(row.usd_per_1m_tokens) if row.usd_per_1m_tokens is not None else "",
         "usd_per_step": money(row.usd_per_step, 9) if row.usd_per_step is not None else "",
+        "flags": "; ".join(f"{name} ({n:g} windows)" for name, n in sorted(row.flags.items())),
     }
 
 
