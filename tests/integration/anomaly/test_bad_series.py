@@ -10,6 +10,7 @@ The job is elastic, so a NaN utilization read as 0 would shrink it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -104,7 +105,7 @@ def test_nan_inf_and_short_series_are_judged_one_by_one_and_nothing_is_done(
         assert 0 < len(short) < 12 and all(map(math.isfinite, short)), short
         before = get_job(cluster, namespace, name)
         for _ in range(3):
-            out = ev.evaluate(get_job(cluster, namespace, name))
+            out = asyncio.run(ev.evaluate(get_job(cluster, namespace, name)))
             assert out.applied == [] and out.new_anomalies == [] and out.data_problem is None, out
         judged = scores(ev_registry)
     finally:

@@ -630,7 +630,7 @@ def test_projected_cost_and_budget_warning_before_the_limit(
 
 
 def test_report_rerun_for_a_closed_window_is_byte_identical_after_later_data(
-    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostRuntime, str]
+    cluster: LocalCluster, namespace: str, crd: None, runtime: tuple[CostDriver, str]
 ) -> None:
     """Case 22: the real report over a closed window, run again after the accounting, the trainer and
     Prometheus went on writing past its end, gives the same bytes in every format; and the window is
@@ -742,14 +742,14 @@ def test_prometheus_restart_scrape_gap_and_counter_resets_give_no_negative_cost_
     usd: list[Decimal] = []
     status_costs: list[dict[str, Any]] = []
 
-    def tick(rt: CostRuntime) -> None:
+    def tick(rt: CostDriver) -> None:
         rt.tick()
         cost = (kget(cluster, "stj", "-n", namespace, "gappy").get("status") or {}).get("cost") or {}
         if "usd" in cost:
             usd.append(Decimal(cost["usd"]))
             status_costs.append(cost)
 
-    def work(rt: CostRuntime, n: int, per_step: int) -> int:
+    def work(rt: CostDriver, n: int, per_step: int) -> int:
         for _ in range(n):
             tokens.labels(*trainer).inc(per_step)
             time.sleep(1.2)
@@ -769,7 +769,7 @@ def test_prometheus_restart_scrape_gap_and_counter_resets_give_no_negative_cost_
             tokens.labels(*trainer).inc(1000)
             eventually(scraped_by(prom, "statictrain_train_tokens_total", uid), what="tokens scraped")
             first = CollectorRegistry()
-            rt = cost_runtime(settings, kube, first)
+            rt = CostDriver(settings, kube, first)
             with served(first, operator_port):
                 work(rt, 1, 0)  # the first 1,000 tokens accounted and scraped: the window's baseline
                 start = datetime.now(UTC).replace(microsecond=0) + timedelta(seconds=1)
@@ -787,7 +787,7 @@ def test_prometheus_restart_scrape_gap_and_counter_resets_give_no_negative_cost_
                 eventually(lambda: flagged("utilization-gaps") and flagged("counter-reset"), what="flags scraped")
             # the operator restarts: a new process, its counters from 0
             second = CollectorRegistry()
-            rt = cost_runtime(settings, kube, second)
+            rt = CostDriver(settings, kube, second)
             with served(second, operator_port):
                 trained += work(rt, 4, 100_000)
                 end = datetime.now(UTC).replace(microsecond=0)

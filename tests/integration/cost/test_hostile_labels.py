@@ -9,13 +9,12 @@ product's own: the anomaly loop's ``job_queries``/``fault_queries``/``commit_que
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from prometheus_client import CollectorRegistry, Gauge, start_http_server
+from prometheus_client import CollectorRegistry, Gauge
 from statictrain import metrics
 from statictrain.promql import selector
 from statictrain_localcluster.cluster import LocalCluster
@@ -25,6 +24,8 @@ from statictrain_operator.anomaly import findings as f
 from statictrain_operator.anomaly.queries import fault_queries, job_queries
 from statictrain_operator.prom import HttpPrometheus
 from statictrain_operator.report.fetch import job_filters
+
+from .helpers import scraped_registry
 
 pytestmark = pytest.mark.cluster
 
@@ -58,12 +59,6 @@ VALUES = [
 LABELS = ["job_name", "namespace", "commit", "team"]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def scraped(cluster: LocalCluster) -> Iterator[tuple[HttpPrometheus, str]]:
     """Every value of VALUES as job name, commit and team of one series (value 2**i), in one namespace."""
@@ -74,12 +69,8 @@ def scraped(cluster: LocalCluster) -> Iterator[tuple[HttpPrometheus, str]]:
     for i, v in enumerate(VALUES):
         tps.labels(v, ns, v, v).set(2**i)
         step.labels(v, ns, v, v).set(2**i)
-    port = free_port()
-    server, _ = start_http_server(port, addr="127.0.0.1", registry=reg)
-    target = f"st-hostile-{uuid.uuid4().hex[:6]}"
-    cluster.add_scrape_target(target, f"127.0.0.1:{port}", {})
     prom = HttpPrometheus(cluster.prometheus_url)
-    try:
+    with scraped_registry(cluster, reg, "st-hostile"):
         eventually(
             lambda: (
                 len(prom.query(selector(metrics.TRAIN_TOKENS_PER_SECOND, {"namespace": ns}), time.time()))
@@ -88,10 +79,6 @@ def scraped(cluster: LocalCluster) -> Iterator[tuple[HttpPrometheus, str]]:
             what="every hostile series scraped",
         )
         yield prom, ns
-    finally:
-        cluster.remove_scrape_target(target)
-        server.shutdown()
-        server.server_close()
 
 
 def total(prom: HttpPrometheus, query: str) -> int:
