@@ -9,7 +9,6 @@ import logging
 import os
 import socket
 import sys
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -149,7 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parts=parts,
     )
     load_parts(parts)
-    lost = threading.Event()
+    # An asyncio flag: kopf waits on a threading.Event in an executor thread that no one can cancel,
+    # so on SIGTERM asyncio.run would wait for that thread for ever and the operator never exit.
+    lost = asyncio.Event()  # set on kopf's loop (leader.keep); bound to that loop on first use
     if s.leader_election:
         rt.leader = leader.Elector(kube, s.heartbeat_namespace, leader.identity(rt.holder), s.leader_lease_s)
         with leader.standby_probe(args.liveness):
