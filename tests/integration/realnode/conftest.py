@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,15 @@ def node_operator(make_operator: Any, images: dict[str, str], real_node: str, cl
         scheduler_name="default-scheduler",
         checkpoint_volume_size="1Gi",
     )
+
+
+RESUMED = re.compile(r"resumed from \S+ \(step (\d+)\)")
+TRAINING = re.compile(r"training \S+ from step \d+")
+SLOW_BATCH = {"name": "STATICTRAIN_BATCH_SIZE", "value": "1024"}
+"""A bigger batch of the tiny model: slow enough (tens of ms per step) to act mid-run."""
+NEVER_DONE = 10**7
+"""maxSteps of a job that must still be running when the test acts on it, however fast the machine
+(300 steps of the tiny model took under 4 s on a quiet machine: the job had finished before the stop)."""
 
 
 def tiny_job(name: str, image: str, **spec: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ admitted again and resumes from that checkpoint. Kueue is the real one (built fr
 from __future__ import annotations
 
 import json
-import re
 import sys
 import time
 from typing import Any
@@ -16,13 +15,21 @@ from statictrain import labels
 from statictrain_localcluster.cluster import LocalCluster
 
 from ..operator.conftest import Kube, wait_for
-from .conftest import checkpoint_dir, checkpoint_steps, logs, phase, pods, tiny_job
+from .conftest import (
+    NEVER_DONE,
+    RESUMED,
+    SLOW_BATCH,
+    TRAINING,
+    checkpoint_dir,
+    checkpoint_steps,
+    logs,
+    phase,
+    pods,
+    tiny_job,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-RESUMED = re.compile(r"resumed from \S+ \(step (\d+)\)")
-TRAINING = re.compile(r"training \S+ from step \d+")
-SLOW_BATCH = {"name": "STATICTRAIN_BATCH_SIZE", "value": "1024"}
 
 
 def in_queue(body: dict[str, Any], priority: str) -> dict[str, Any]:
@@ -58,7 +65,7 @@ def test_kueue_preemption_checkpoints_and_the_job_resumes_from_it(
     try:
         kube.apply({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {"name": "q"},
                     "spec": {"clusterQueue": f"cq-{ns}"}})
-        kube.create(in_queue(tiny_job("batch", images["trainer"], training={"maxSteps": 300},
+        kube.create(in_queue(tiny_job("batch", images["trainer"], training={"maxSteps": NEVER_DONE},
                                       checkpoint={"everySteps": 1000}, env=[SLOW_BATCH],
                                       runPolicy={"backoffLimit": 0, "terminationGracePeriodSeconds": 60}),
                              f"low-{ns}"))
@@ -67,7 +74,7 @@ def test_kueue_preemption_checkpoints_and_the_job_resumes_from_it(
                                        if TRAINING.search(logs(kube, p["metadata"]["name"]))), None),
                          "the low-priority job training", timeout=300)
         time.sleep(3)  # a few steps in; no periodic checkpoint before step 1000
-        assert checkpoint_steps(folder) == []
+        assert checkpoint_steps(folder) == [], "a checkpoint before the preemption: the job must still be running"
 
         kube.create(in_queue(tiny_job("urgent", images["trainer"], training={"maxSteps": 20}), f"high-{ns}"))
         saved = wait_for(lambda: checkpoint_steps(folder), "the checkpoint written when Kueue preempted", timeout=120)
@@ -87,8 +94,9 @@ def test_kueue_preemption_checkpoints_and_the_job_resumes_from_it(
 
         step = wait_for(resumed, "the preempted job to resume from a checkpoint", timeout=300)
         assert step == saved[0]
-        # backoffLimit 0: had the preemption counted as a failure, the job would have failed.
-        wait_for(lambda: phase(kube, "batch") == "Succeeded", "the preempted job to finish", timeout=600)
+        # backoffLimit 0: had the preemption counted as a failure, the job would have failed, not resumed.
+        job = (kube.get("job", "batch-worker") or {}).get("status") or {}
+        assert not job.get("failed") and phase(kube, "batch") != "Failed", job
     finally:
         kube.run("delete", "stj", "--all", "--wait=false", check=False)
         cluster.kubectl("delete", "clusterqueue", f"cq-{ns}", "--wait=false", check=False)

@@ -17,11 +17,10 @@ from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.nodeconfig import REAL_NODE_TOLERATION
 
 from ..operator.conftest import Kube, wait_for
-from .conftest import pods, tiny_job
+from .conftest import NEVER_DONE, SLOW_BATCH, pods, tiny_job
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-SLOW_BATCH = {"name": "STATICTRAIN_BATCH_SIZE", "value": "1024"}
 
 
 def status_of(url: str, token: str | None) -> int:
@@ -42,7 +41,7 @@ def test_the_sidecar_answers_profile_requests_only_with_the_jobs_minted_token(
         node_selector={"kubernetes.io/hostname": real_node}, scheduler_name="default-scheduler",
         profile_token=True,
     )
-    kube.create(tiny_job("prof", images["trainer"], training={"maxSteps": 100000}, env=[SLOW_BATCH]))
+    kube.create(tiny_job("prof", images["trainer"], training={"maxSteps": NEVER_DONE}, env=[SLOW_BATCH]))
     pod = wait_for(lambda: next((p for p in pods(kube, "prof") if p["status"].get("phase") == "Running"
                                  and p["status"].get("podIP")), None), "the worker Running", timeout=180)
     secret = kube.get("secret", "prof-profile-token")

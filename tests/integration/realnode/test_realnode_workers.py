@@ -7,7 +7,6 @@ admitted under it. Tiny CPU models and short runs: the machine has 2 cores.
 
 from __future__ import annotations
 
-import re
 import signal
 import time
 from typing import Any
@@ -20,6 +19,10 @@ from statictrain_operator.prom import HttpPrometheus
 
 from ..operator.conftest import Kube, wait_for
 from .conftest import (
+    NEVER_DONE,
+    RESUMED,
+    SLOW_BATCH,
+    TRAINING,
     checkpoint_dir,
     checkpoint_steps,
     kill,
@@ -34,10 +37,6 @@ from .conftest import (
 
 pytestmark = [pytest.mark.cluster, pytest.mark.slow]
 
-RESUMED = re.compile(r"resumed from \S+ \(step (\d+)\)")
-TRAINING = re.compile(r"training \S+ from step \d+")
-SLOW_BATCH = {"name": "STATICTRAIN_BATCH_SIZE", "value": "1024"}
-"""A bigger batch of the tiny model: slow enough (tens of ms per step) to act mid-run."""
 
 
 def test_tiny_job_succeeds_by_itself_as_non_root_and_is_scraped(
@@ -125,14 +124,14 @@ def test_deleted_worker_checkpoints_in_its_grace_period_and_is_not_counted(
     restricted: Kube, node_operator: Any, images: dict[str, str]
 ) -> None:
     kube = restricted
-    kube.create(tiny_job("evict", images["trainer"], training={"maxSteps": 300},
+    kube.create(tiny_job("evict", images["trainer"], training={"maxSteps": NEVER_DONE},
                          checkpoint={"everySteps": 1000}, env=[SLOW_BATCH],
                          runPolicy={"backoffLimit": 0, "terminationGracePeriodSeconds": 60}))
     folder = checkpoint_dir(kube, "evict")
     pod = wait_for(lambda: next((p for p in pods(kube, "evict") if TRAINING.search(logs(kube, p["metadata"]["name"]))),
                                 None), "the trainer training (torch imported, its SIGTERM handler set)", timeout=300)
     time.sleep(3)  # a few steps in; no periodic checkpoint before step 1000
-    assert checkpoint_steps(folder) == []
+    assert checkpoint_steps(folder) == [], "a checkpoint before the stop: the job must still be running here"
     kube.run("delete", "pod", pod["metadata"]["name"], "--wait=false")  # SIGTERM, then the grace period
 
     saved = wait_for(lambda: checkpoint_steps(folder), "the checkpoint written on SIGTERM", timeout=90)
@@ -142,8 +141,16 @@ def test_deleted_worker_checkpoints_in_its_grace_period_and_is_not_counted(
                     "the deleted pod terminated", timeout=90)
     if isinstance(gone, dict):
         assert terminated(gone)["exitCode"] == ExitCode.PREEMPTED  # type: ignore[index]
-    # backoffLimit is 0: had the preemption counted, the job would have failed.
-    wait_for(lambda: phase(kube, "evict") == "Succeeded", "the job Succeeded after the retry", timeout=600)
-    new = [p for p in pods(kube, "evict") if p["metadata"]["uid"] != pod["metadata"]["uid"]]
-    m = RESUMED.search(logs(kube, new[0]["metadata"]["name"]))
-    assert m and int(m.group(1)) == saved[0], logs(kube, new[0]["metadata"]["name"])[-2000:]
+    # backoffLimit is 0: had the preemption counted, the job would have failed instead of starting a new pod.
+    def resumed() -> tuple[dict[str, Any], int] | None:
+        for p in pods(kube, "evict"):
+            if p["metadata"]["uid"] != pod["metadata"]["uid"]:
+                m = RESUMED.search(logs(kube, p["metadata"]["name"]))
+                if m:
+                    return p, int(m.group(1))
+        return None
+
+    new, step = wait_for(resumed, "a new pod resumed from the checkpoint", timeout=300)
+    assert step == saved[0], logs(kube, new["metadata"]["name"])[-2000:]
+    job = (kube.get("job", "evict-worker") or {}).get("status") or {}
+    assert not job.get("failed") and phase(kube, "evict") != "Failed", job
