@@ -84,6 +84,7 @@ COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label o
 ANOMALY_SCORE = "statictrain_anomaly_score"
 ANOMALIES_TOTAL = "statictrain_anomalies_total"
 REMEDIATIONS_TOTAL = "statictrain_remediations_total"
+IGNORED_SERIES_TOTAL = "statictrain_ignored_series_total"  # pods whose series claimed a job they are not of
 
 # --- extender
 EXTENDER_REQUESTS_TOTAL = "statictrain_extender_requests_total"

@@ -116,12 +116,16 @@ def range_duration(seconds: float) -> str:
 
 
 def mean_step_seconds(
-    window_seconds: float, by: Sequence[str] = (), match: Mapping[str, str] | None = None
+    window_seconds: float,
+    by: Sequence[str] = (),
+    match: Mapping[str, str] | None = None,
+    any_of: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """Mean optimizer-step seconds over the window, from the trainers' step-time histogram: the rate of
-    its sum over the rate of its count, summed ``by`` the given labels (all series when empty)."""
+    its sum over the rate of its count, summed ``by`` the given labels (all series when empty);
+    ``match`` and ``any_of`` select series as in :func:`selector`."""
     w = range_duration(window_seconds)
     agg = f"sum by ({', '.join(by)}) " if by else "sum"
-    total = selector(metrics.TRAIN_STEP_SECONDS + "_sum", match)
-    count = selector(metrics.TRAIN_STEP_SECONDS + "_count", match)
+    total = selector(metrics.TRAIN_STEP_SECONDS + "_sum", match, any_of=any_of)
+    count = selector(metrics.TRAIN_STEP_SECONDS + "_count", match, any_of=any_of)
     return f"{agg}(rate({total}[{w}])) / {agg}(rate({count}[{w}]))"

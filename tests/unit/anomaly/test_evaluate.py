@@ -24,17 +24,26 @@ SETTINGS = AnomalySettings(
 )
 
 
+OWN_POD = 'pod_uid=~"uid-1"'
+"""The matcher of the job's one worker pod (FakeApi.uids): the fake answers only queries that carry it."""
+
+
 class FakeProm:
-    def __init__(self, step_values: list[float] | None, down: bool = False) -> None:
-        self.values, self.down = step_values, down
+    def __init__(self, step_values: list[float] | None, down: bool = False, claimants: tuple[str, ...] = ()) -> None:
+        self.values, self.down, self.claimants = step_values, down, claimants
+        self.asked: list[str] = []
 
     def query(self, query: str, at: float) -> list[Series]:
-        return []
+        self.asked.append(query)
+        return [Series({"pod_uid": u}, (Sample(at, 1.0),)) for u in self.claimants]
 
     def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        self.asked.append(query)
         if self.down:
             raise PrometheusUnavailableError("cannot reach http://prom: connection refused")
         if self.values is None or "train_step_seconds_sum" not in query or "by (commit)" in query:
+            return []
+        if OWN_POD not in query:
             return []
         n = len(self.values)
         t0 = NOW.timestamp() - (n - 1) * step
@@ -42,13 +51,16 @@ class FakeProm:
 
 
 class FakeApi:
-    def __init__(self, job: dict[str, Any]) -> None:
-        self.job = job
+    def __init__(self, job: dict[str, Any], uids: frozenset[str] = frozenset({"uid-1"})) -> None:
+        self.job, self.uids = job, uids
         self.calls: list[str] = []
         self.status: dict[str, Any] = {}
 
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.job
+
+    async def worker_uids(self, namespace: str, name: str) -> frozenset[str]:
+        return self.uids
 
     async def set_history(self, namespace: str, name: str, value: str) -> None:
         rec = hist.loads(value)
@@ -78,8 +90,10 @@ def job(mode: str, good: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def run(j: dict[str, Any], prom: FakeProm, now: datetime = NOW) -> tuple[FakeApi, Any]:
-    api = FakeApi(j)
+def run(
+    j: dict[str, Any], prom: FakeProm, now: datetime = NOW, uids: frozenset[str] = frozenset({"uid-1"})
+) -> tuple[FakeApi, Any]:
+    api = FakeApi(j, uids)
     ev = Evaluator(SETTINGS, prom, api, AnomalyMetrics(CollectorRegistry()), lambda: now)
     return api, asyncio.run(ev.evaluate(j))
 
@@ -98,6 +112,38 @@ def test_regression_records_intent_then_applies_then_marks_done() -> None:
     assert api.status["remediation"]["lastAction"] == "RevertSettings"
     cond = next(c for c in api.status["conditions"] if c["type"] == CONDITION_TYPE)
     assert (cond["status"], cond["reason"]) == ("True", "ActionApplied")
+
+
+def test_no_worker_pods_is_no_action_and_no_read_not_a_match_all() -> None:
+    prom = FakeProm(REGRESSED)
+    api, out = run(job("Auto", GOOD), prom, uids=frozenset())
+    assert out.applied == [] and not any(c.startswith("apply") for c in api.calls)
+    assert out.data_problem is not None and "no worker pods" in out.data_problem
+    assert prom.asked == []  # nothing read: no query selects "every series named for the job"
+    assert api.job["spec"]["compile"] == {"mode": "max-autotune"}
+
+
+def test_only_the_listed_pods_series_are_read() -> None:
+    """The regression is served only to queries selecting uid-1; a job whose listed pod is another one
+    reads nothing (the same series, exported in its name, do not count)."""
+    _api, out = run(job("Auto", GOOD), FakeProm(REGRESSED), uids=frozenset({"uid-2"}))
+    assert out.applied == [] and out.data_problem is not None and "is the sidecar scraped" in out.data_problem
+    prom = FakeProm(REGRESSED)
+    run(job("Auto", GOOD), prom)
+    per_pod = [q for q in prom.asked if "statictrain_train_" in q or "statictrain_gpu_" in q]
+    assert per_pod and all(OWN_POD in q for q in per_pod if not q.startswith("group by (pod_uid)"))
+
+
+def test_claimants_that_are_not_the_jobs_pods_are_counted_once() -> None:
+    j = job("Auto", GOOD)
+    api = FakeApi(j)
+    registry = CollectorRegistry()
+    prom = FakeProm(REGRESSED, claimants=("uid-1", "evil"))
+    ev = Evaluator(SETTINGS, prom, api, AnomalyMetrics(registry), lambda: NOW)
+    asyncio.run(ev.evaluate(j))
+    asyncio.run(ev.evaluate(j))
+    assert ev.ignored.count == 1
+    assert registry.get_sample_value("statictrain_ignored_series_total", {"job_name": "j", "namespace": "ns"}) == 1
 
 
 def test_recommend_mode_announces_once_and_changes_nothing() -> None:

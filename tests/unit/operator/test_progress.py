@@ -65,12 +65,49 @@ def job(status: dict[str, object] | None = None, max_steps: int | None = 1000) -
     return {"metadata": {"namespace": KEY[0], "name": KEY[1]}, "spec": spec, "status": status or {}}
 
 
-def test_queries_name_the_sidecar_metrics_and_group_by_job() -> None:
+def test_queries_name_the_sidecar_metrics_and_group_by_pod() -> None:
     q = progress.queries(60)
     # the highest step in the window: a finished job's last step survives its sidecar's removal
-    assert q["step"] == "max by (namespace, job_name) (max_over_time(statictrain_train_step[60000ms]))"
-    assert "rate(statictrain_train_step_seconds_sum[60000ms])" in q["step_seconds"]
-    assert q["tokens_per_second"] == "sum by (namespace, job_name) (statictrain_train_tokens_per_second)"
+    assert q["step"] == "max by (namespace, job_name, pod_uid) (max_over_time(statictrain_train_step[60000ms]))"
+    assert q["step_rate_sum"] == (
+        "sum by (namespace, job_name, pod_uid) (rate(statictrain_train_step_seconds_sum[60000ms]))"
+    )
+    assert q["tokens_per_second"] == "sum by (namespace, job_name, pod_uid) (statictrain_train_tokens_per_second)"
+    assert all("by (namespace, job_name, pod_uid)" in v for v in q.values())
+
+
+NS, JOB = KEY
+OWN = {KEY: frozenset({"p1", "p2"})}
+
+
+def test_job_figures_combine_the_jobs_own_pods_only() -> None:
+    pods = {
+        "step": {(NS, JOB, "p1"): 100.0, (NS, JOB, "p2"): 98.0, (NS, JOB, "evil"): 1e9, ("x", JOB, "p1"): 5e8},
+        "step_rate_sum": {(NS, JOB, "p1"): 1.0, (NS, JOB, "p2"): 2.0, (NS, JOB, "evil"): 1e6},
+        "step_rate_count": {(NS, JOB, "p1"): 2.0, (NS, JOB, "p2"): 4.0, (NS, JOB, "evil"): 1.0},
+        "step_hist_sum": {(NS, JOB, "p1"): 9.0},
+        "step_hist_count": {(NS, JOB, "p1"): 10.0},
+        "tokens_per_second": {(NS, JOB, "p1"): 1000.0, (NS, JOB, "p2"): 1000.4, (NS, JOB, "p3"): 1e12},
+        "compile_seconds": {(NS, JOB, "p1"): 41.25, (NS, JOB, "p2"): 3.0},
+        "compile_cache_hit": {(NS, JOB, "p1"): 1.0, (NS, JOB, "p2"): 0.0, (NS, JOB, "evil"): 1.0},
+        "graph_breaks": {(NS, JOB, "p2"): math.nan},
+    }
+    figures, strangers = progress.job_figures(pods, OWN)
+    assert figures["step"] == {KEY: 100.0}
+    assert figures["step_seconds"] == {KEY: 0.5}  # (1 + 2) s over (2 + 4) steps; evil's 10^6 s left out
+    assert figures["step_seconds_mean"] == {KEY: 0.9}
+    assert figures["tokens_per_second"] == {KEY: 2000.4}
+    assert figures["compile_seconds"] == {KEY: 41.25} and figures["compile_cache_hit"] == {KEY: 0.0}
+    assert figures["graph_breaks"] == {}  # NaN left out
+    assert strangers == {KEY: {"evil", "p3"}, ("x", JOB): {"p1"}}  # p1 claiming namespace x is not x's pod
+    assert progress.report_of(figures, KEY, 1000) == progress.Report(100, 0.5, 2000.4, 1000)
+
+
+def test_a_job_without_listed_pods_gets_no_figures() -> None:
+    pods = {"step": {(NS, JOB, "p1"): 100.0}, "tokens_per_second": {(NS, JOB, "p1"): 5.0}}
+    figures, strangers = progress.job_figures(pods, {})
+    assert progress.report_of(figures, KEY, None) is None and strangers == {KEY: {"p1"}}
+    assert progress.status_patch(job(), figures, NOW) is None
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from statictrain import labels
-
+from statictrain_operator import children
 from statictrain_operator.anomaly.remediation import RECOMMEND_ONLY, ActionKind, Intent
 from statictrain_operator.kube import port
 
@@ -28,9 +27,8 @@ async def restart_workers(kube: port.Kube, namespace: str, job: str, created_bef
 
     Pods created after it (the replacements) are kept, so a repeated call is harmless.
     """
-    selector = f"{labels.JOB}={job},{labels.ROLE}=worker"
     deleted = 0
-    for pod in await kube.list(port.PODS, namespace, label_selector=selector):
+    for pod in await kube.list(port.PODS, namespace, label_selector=children.selector(job)):
         meta = pod.get("metadata") or {}
         created = _created(pod)
         if created is None or created >= created_before or meta.get("deletionTimestamp"):

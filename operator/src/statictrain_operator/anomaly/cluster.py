@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from statictrain_operator import writer
+from statictrain_operator import children, workerpods, writer
 from statictrain_operator.anomaly import actions
 from statictrain_operator.anomaly.history import ANNOTATION
 from statictrain_operator.anomaly.remediation import Intent
@@ -32,6 +32,11 @@ class ClusterJobApi:
 
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self.kube.get(port.STJ, namespace, name)
+
+    async def worker_uids(self, namespace: str, name: str) -> frozenset[str]:
+        """UIDs of the job's worker pods (the pods restart_workers acts on), listed from the API server."""
+        pods = await self.kube.list(port.PODS, namespace, label_selector=children.selector(name))
+        return workerpods.worker_uids(pods).get((namespace, name), frozenset())
 
     async def set_history(self, namespace: str, name: str, value: str) -> None:
         """Merge-patch the history annotation (does not change metadata.generation)."""

@@ -33,7 +33,7 @@ from statictrain_operator.anomaly.detector import (
     commit_regression,
 )
 from statictrain_operator.anomaly.exported import AnomalyMetrics
-from statictrain_operator.anomaly.queries import commit_query, fault_queries, job_queries
+from statictrain_operator.anomaly.queries import claimants_query, commit_query, fault_queries, job_queries
 from statictrain_operator.anomaly.remediation import (
     SETTINGS_FIELDS,
     Decision,
@@ -46,6 +46,7 @@ from statictrain_operator.anomaly.remediation import (
 )
 from statictrain_operator.anomaly.settings import AnomalySettings
 from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
+from statictrain_operator.workerpods import POD_UID, Ignored, JobSeries
 
 __all__ = ["CONDITION_TYPE", "MAX_ANOMALIES", "Evaluator", "JobApi", "Outcome", "current_settings"]
 
@@ -60,6 +61,10 @@ class JobApi(Protocol):
     """What the evaluation needs from the Kubernetes API (awaited on the operator's loop)."""
 
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    async def worker_uids(self, namespace: str, name: str) -> frozenset[str]:
+        """UIDs of the job's worker pods as the API server lists them (workerpods.worker_uids)."""
+        ...
 
     async def set_history(self, namespace: str, name: str, value: str) -> None: ...
 
@@ -103,22 +108,35 @@ class Evaluator:
         clock: Callable[[], datetime],
     ) -> None:
         self.s, self.prom, self.api, self.metrics, self.clock = settings, prom, api, metrics, clock
+        self.ignored = Ignored("anomaly")
+
+    def note_claimants(self, who: JobSeries, now: datetime) -> None:
+        """Log (once each) the pods whose series claim the job without being its worker pods'; they are not
+        read (every query selects the job's pod UIDs), this only says that they exist."""
+        try:
+            found = self.prom.query(claimants_query(who.job, who.namespace), now.timestamp())
+        except (PrometheusUnavailableError, PrometheusQueryError):
+            return  # the reads that follow report it
+        claimed = [s.labels.get(POD_UID, "") for s in found]
+        for _ in self.ignored.note((who.namespace, who.job), claimed, who.uids):
+            self.metrics.ignored.labels(who.job, who.namespace).inc()
 
     def fetch(
-        self, name: str, namespace: str, now: datetime
+        self, who: JobSeries, now: datetime
     ) -> tuple[dict[str, tuple[list[datetime], list[float]]], dict[str, tuple[list[str], list[float]]], str | None]:
         """Series by name, step time labelled by commit, and why the data cannot be trusted (or None)."""
+        name, namespace = who.job, who.namespace
         end = now.timestamp()
         start = end - self.s.lookback_s
         out: dict[str, tuple[list[datetime], list[float]]] = {}
         try:
-            for series, query in job_queries(name, namespace, self.s.rate_window_s).items():
+            for series, query in job_queries(who, self.s.rate_window_s).items():
                 res = self.prom.query_range(query, start, end, self.s.step_s)
                 samples = res[0].samples if res else ()
                 out[series] = ([_utc(p.t) for p in samples], [p.v for p in samples])
             commit_points: list[tuple[float, str, float]] = []
             for s in self.prom.query_range(
-                commit_query(name, namespace, self.s.rate_window_s), start, end, self.s.step_s
+                commit_query(who, self.s.rate_window_s), start, end, self.s.step_s
             ):
                 commit_points.extend((p.t, s.labels.get("commit", ""), p.v) for p in s.samples)
         except (PrometheusUnavailableError, PrometheusQueryError) as exc:
@@ -144,24 +162,27 @@ class Evaluator:
             )
         return out, by_commit, None
 
-    def fetch_faults(self, name: str, namespace: str, now: datetime) -> dict[str, flt.Series]:
+    def fetch_faults(self, who: JobSeries, now: datetime) -> dict[str, flt.Series]:
         """The training-fault detectors' series (``rank_step_seconds.<rank>`` per rank); empty on a query failure."""
         end = now.timestamp()
         out: dict[str, flt.Series] = {}
         try:
-            for series, query in fault_queries(name, namespace).items():
+            for series, query in fault_queries(who).items():
                 for res in self.prom.query_range(query, end - self.s.lookback_s, end, self.s.step_s):
                     key = f"{series}.{res.labels.get('rank', '')}" if series == flt.RANK_STEP_SECONDS else series
                     out[key] = ([p.t for p in res.samples], [p.v for p in res.samples])
         except (PrometheusUnavailableError, PrometheusQueryError) as exc:
-            log.warning("training-fault series of %s/%s unavailable: %s", namespace, name, exc)
+            log.warning("training-fault series of %s/%s unavailable: %s", who.namespace, who.job, exc)
             return {}
         return out
 
     def judge(
-        self, job: Mapping[str, Any], mode: Mode, now: datetime
+        self, job: Mapping[str, Any], mode: Mode, now: datetime, uids: frozenset[str] = frozenset()
     ) -> tuple[hist.Record, dict[str, Assessment], Decision, str | None]:
-        """(history record, assessments, decision, data problem) of a job: Prometheus reads and fits, no writes."""
+        """(history record, assessments, decision, data problem) of a job: Prometheus reads and fits, no writes.
+
+        Only the series of the worker pods ``uids`` are read; with none there is nothing to judge (a data
+        problem: no action), never a read of every series that carries the job's name."""
         meta, spec = job["metadata"], job.get("spec", {})
         status = job.get("status") or {}
         name, ns = meta["name"], meta["namespace"]
@@ -170,7 +191,17 @@ class Evaluator:
             history_problem = None
         except ValueError as exc:
             record, history_problem = hist.Record(History()), str(exc)
-        series, by_commit, problem = self.fetch(name, ns, now)
+        who = JobSeries(name, ns, uids) if uids else None
+        series: dict[str, tuple[list[datetime], list[float]]] = {}
+        by_commit: dict[str, tuple[list[str], list[float]]] = {}
+        if who is None:
+            problem: str | None = (
+                f"no worker pods of job {name!r} in namespace {ns!r} are listed by the API server: "
+                "no series is trusted to speak for it"
+            )
+        else:
+            self.note_claimants(who, now)
+            series, by_commit, problem = self.fetch(who, now)
         problem = problem or history_problem
         assessments: dict[str, Assessment] = {}
         if problem is None:
@@ -184,7 +215,9 @@ class Evaluator:
         regression = commit_regression(commits, steps, higher_is_worse=False) if problem is None else None
         since_last = series.get(fnd.SECONDS_SINCE_LAST_STEP, ([], []))[1]
         training = (
-            flt.detect(self.fetch_faults(name, ns, now), now.timestamp(), self.s.faults()) if problem is None else []
+            flt.detect(self.fetch_faults(who, now), now.timestamp(), self.s.faults())
+            if problem is None and who is not None
+            else []
         )
         found = (
             fnd.classify(
@@ -237,7 +270,8 @@ class Evaluator:
                 now=now,
             )
             return outcome
-        record, assessments, decision, problem = await asyncio.to_thread(self.judge, job, mode, now)
+        uids = await self.api.worker_uids(ns, name)
+        record, assessments, decision, problem = await asyncio.to_thread(self.judge, job, mode, now, uids)
         outcome.data_problem = problem
         outcome.decision = decision
         remediation_status: dict[str, Any] = {}

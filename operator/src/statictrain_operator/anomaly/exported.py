@@ -30,3 +30,9 @@ class AnomalyMetrics:
             ["job_name", "namespace", "action", "mode"],
             registry=registry,
         )
+        self.ignored = Counter(
+            metrics.IGNORED_SERIES_TOTAL,
+            "Pods whose series claimed the job without being one of its worker pods (ignored; once per pod)",
+            ["job_name", "namespace"],
+            registry=registry,
+        )

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from statictrain import api, metrics
 from statictrain.conditions import timestamp
-from statictrain.promql import mean_step_seconds, range_duration, selector
+from statictrain.promql import range_duration, selector
+
+from statictrain_operator.workerpods import POD_UID
 
 
 @dataclass(frozen=True)
@@ -52,35 +54,94 @@ def progress_status(report: Report, now: datetime) -> api.Progress:
 
 JobKey = tuple[str, str]
 """(namespace, job name) as the sidecars label their metrics (namespace, job_name)."""
+SeriesKey = tuple[str, str, str]
+"""(namespace, job_name, pod_uid) of one pod's figure."""
+PodFigures = Mapping[str, Mapping[SeriesKey, float]]
+"""Query name (a key of :func:`queries`) -> the latest value per pod."""
 Figures = Mapping[str, Mapping[JobKey, float]]
-"""Query name (a key of :func:`queries`) -> the latest value per job."""
+"""Figure name (step, step_seconds, step_seconds_mean, tokens_per_second, compile_*...) -> value per job."""
 
-_BY = "by (namespace, job_name)"
+BY = ("namespace", "job_name", POD_UID)
+_BY = f"by ({', '.join(BY)})"
+_COMBINE: dict[str, Callable[[Iterable[float]], float]] = {
+    "step": max,
+    "step_rate_sum": sum,
+    "step_rate_count": sum,
+    "step_hist_sum": sum,
+    "step_hist_count": sum,
+    "tokens_per_second": sum,
+    "compile_seconds": max,
+    "compile_cache_hit": min,
+    "graph_breaks": max,
+    "recompiles": max,
+}
+"""How the pods of one job combine: the step is the furthest any pod reached, tokens per second add up
+(each pod reports its own share), step time is the sum of the pods' step seconds over the sum of their
+steps, compile figures the worst pod's."""
 
 
 def queries(rate_window_s: float) -> dict[str, str]:
-    """Name -> PromQL of every figure status.progress and status.compile need, one series per job.
+    """Name -> PromQL of every figure status.progress and status.compile need, one series per pod
+    (``by (namespace, job_name, pod_uid)``): :func:`job_figures` keeps the job's own pods and combines them.
 
-    Selectors come from statictrain.promql; pods of one job are combined: the step
-    is the furthest any pod reached, tokens per second add up (each pod reports
-    its own share), step time is the mean over all pods' steps in the window.
+    Selectors come from statictrain.promql. The step is read as its highest value
+    over the window, so a job whose sidecars are gone (pods finished, target
+    removed) still reports its final step.
     """
     w = range_duration(rate_window_s)
     hist_sum = selector(metrics.TRAIN_STEP_SECONDS + "_sum")
     hist_count = selector(metrics.TRAIN_STEP_SECONDS + "_count")
-    by = ("namespace", "job_name")
-    # The step is read as its highest value over the window, so a job whose
-    # sidecars are gone (pods finished, target removed) still reports its final step.
     return {
         "step": f"max {_BY} (max_over_time({selector(metrics.TRAIN_STEP)}[{w}]))",
-        "step_seconds": mean_step_seconds(rate_window_s, by=by),
-        "step_seconds_mean": f"sum {_BY} ({hist_sum}) / sum {_BY} ({hist_count})",
+        "step_rate_sum": f"sum {_BY} (rate({hist_sum}[{w}]))",
+        "step_rate_count": f"sum {_BY} (rate({hist_count}[{w}]))",
+        "step_hist_sum": f"sum {_BY} ({hist_sum})",
+        "step_hist_count": f"sum {_BY} ({hist_count})",
         "tokens_per_second": f"sum {_BY} ({selector(metrics.TRAIN_TOKENS_PER_SECOND)})",
         "compile_seconds": f"max {_BY} ({selector(metrics.TRAIN_COMPILE_SECONDS)})",
         "compile_cache_hit": f"min {_BY} ({selector(metrics.TRAIN_COMPILE_CACHE_HIT)})",
         "graph_breaks": f"max {_BY} ({selector(metrics.TRAIN_GRAPH_BREAKS)})",
         "recompiles": f"max {_BY} ({selector(metrics.TRAIN_RECOMPILES)})",
     }
+
+
+def _ratio(num: float | None, den: float | None) -> float | None:
+    return num / den if num is not None and den else None
+
+
+def job_figures(
+    pods: PodFigures, uids: Mapping[JobKey, frozenset[str]]
+) -> tuple[dict[str, dict[JobKey, float]], dict[JobKey, set[str]]]:
+    """(figures per job, pod UIDs that claimed a job without being its pods').
+
+    A pod's figure counts for a job only when its series carries the job's
+    namespace and job_name AND its pod_uid is one of the job's worker pods in
+    ``uids`` (workerpods.worker_uids: why, there); a job without listed pods
+    gets no figures. Non-finite or negative values are left out.
+    """
+    kept: dict[str, dict[JobKey, list[float]]] = {}
+    strangers: dict[JobKey, set[str]] = {}
+    for name, values in pods.items():
+        if name not in _COMBINE:
+            continue
+        for (ns, job, uid), v in values.items():
+            key = (ns, job)
+            if uid not in uids.get(key, frozenset()):
+                strangers.setdefault(key, set()).add(uid)
+            elif math.isfinite(v) and v >= 0:
+                kept.setdefault(name, {}).setdefault(key, []).append(v)
+    combined = {name: {k: _COMBINE[name](vs) for k, vs in per_job.items()} for name, per_job in kept.items()}
+    out: dict[str, dict[JobKey, float]] = {
+        n: combined.get(n, {})
+        for n in ("step", "tokens_per_second", "compile_seconds", "compile_cache_hit", "graph_breaks", "recompiles")
+    }
+    for target, (num, den) in (
+        ("step_seconds", ("step_rate_sum", "step_rate_count")),
+        ("step_seconds_mean", ("step_hist_sum", "step_hist_count")),
+    ):
+        nums, dens = combined.get(num, {}), combined.get(den, {})
+        out[target] = {k: r for k in nums if (r := _ratio(nums.get(k), dens.get(k))) is not None}
+    return out, strangers
 
 
 def _value(figures: Figures, name: str, key: JobKey) -> float | None:

@@ -2,7 +2,10 @@
 
 The pure part (queries, figures -> status) is statictrain_operator.progress; this
 module runs the queries (in a thread: the reader is synchronous) and writes
-what changed with the part's own field manager (writer.PROGRESS). Progress no
+what changed with the part's own field manager (writer.PROGRESS). Only the
+series of each job's worker pods, listed from the API server each pass, count
+(statictrain_operator.workerpods says why); others that claim a job are logged
+once and ignored. Progress no
 longer depends on the cost part: switching cost off keeps step, ETA and the
 Compiling phase.
 """
@@ -15,8 +18,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from statictrain_operator import progress, writer
-from statictrain_operator.kube.port import Kube
+from statictrain import labels
+
+from statictrain_operator import progress, workerpods, writer
+from statictrain_operator.kube import port
 from statictrain_operator.prom import PromReader
 
 __all__ = ["ProgressSync"]
@@ -29,25 +34,38 @@ class ProgressSync:
 
     def __init__(
         self,
-        kube: Kube,
+        kube: port.Kube,
         prom: PromReader,
         rate_window_s: float,
         jobs: Callable[[], list[dict[str, Any]]],
         clock: Callable[[], datetime],
     ) -> None:
-        self.prom, self.jobs, self.clock = prom, jobs, clock
+        self.kube, self.prom, self.jobs, self.clock = kube, prom, jobs, clock
         self.writer = writer.StatusWriter(kube, writer.PROGRESS)
         self.queries = progress.queries(rate_window_s)
+        self.ignored = workerpods.Ignored("progress")
 
-    def figures(self, at: float) -> dict[str, dict[progress.JobKey, float]]:
-        out: dict[str, dict[progress.JobKey, float]] = {}
+    def pod_figures(self, at: float) -> dict[str, dict[progress.SeriesKey, float]]:
+        out: dict[str, dict[progress.SeriesKey, float]] = {}
         for name, query in self.queries.items():
             out[name] = {
-                (s.labels.get("namespace", ""), s.labels.get("job_name", "")): s.samples[-1].v
+                (s.labels.get("namespace", ""), s.labels.get("job_name", ""), s.labels.get(workerpods.POD_UID, "")): (
+                    s.samples[-1].v
+                )
                 for s in self.prom.query(query, at)
                 if s.samples
             }
         return out
+
+    def figures(
+        self, at: float, uids: dict[progress.JobKey, frozenset[str]], keys: set[progress.JobKey]
+    ) -> progress.Figures:
+        """The jobs' figures from their own pods' series; strangers claiming one of ``keys`` are logged once."""
+        figures, strangers = progress.job_figures(self.pod_figures(at), uids)
+        for key, claimed in strangers.items():
+            if key in keys:
+                self.ignored.note(key, claimed, uids.get(key, frozenset()))
+        return figures
 
     async def run_once(self) -> int:
         """Write every job whose progress or compile figures changed; returns how many were written."""
@@ -56,7 +74,10 @@ class ProgressSync:
         self.writer.retain(j["metadata"].get("uid", "") for j in jobs)
         if not jobs:
             return 0
-        figures = await asyncio.to_thread(self.figures, now.timestamp())
+        pods = await self.kube.list(port.PODS, label_selector=labels.JOB)
+        uids = workerpods.worker_uids(pods)
+        keys = {(j["metadata"].get("namespace", ""), j["metadata"].get("name", "")) for j in jobs}
+        figures = await asyncio.to_thread(self.figures, now.timestamp(), uids, keys)
         written = 0
         for job in jobs:
             patch = progress.status_patch(job, figures, now)
