@@ -152,11 +152,17 @@ class LocalCluster:
         return items
 
     # ---- Prometheus targets --------------------------------------------------
-    def add_scrape_target(self, job: str, address: str, labels: dict[str, str] | None = None) -> None:
-        prometheus.write_target(self.root / "prometheus" / "targets", job, address, labels or {})
+    def add_scrape_target(self, job: str, address: str, labels: dict[str, str] | None = None, *,
+                          pod: bool = False) -> None:
+        """Scrape ``address``; with ``pod`` as a pod is scraped: ``labels`` (namespace, pod, pod_uid) win over
+        the exporter's own (prometheus.POD_TARGETS)."""
+        targets = self.root / "prometheus" / "targets"
+        prometheus.write_target(targets / prometheus.POD_TARGETS if pod else targets, job, address, labels or {})
 
     def remove_scrape_target(self, job: str) -> None:
-        prometheus.target_file(self.root / "prometheus" / "targets", job).unlink(missing_ok=True)
+        targets = self.root / "prometheus" / "targets"
+        for folder in (targets, targets / prometheus.POD_TARGETS):
+            prometheus.target_file(folder, job).unlink(missing_ok=True)
 
     # ---- lifecycle -----------------------------------------------------------
     def start(self, bin_dir: Path, prometheus_port: int | None = None, timeout_s: float = 180,
@@ -346,7 +352,7 @@ class LocalCluster:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "statictrain_localcluster.podtargets", "--kubectl",
                  str(self.bin_dir / "kubectl"), "--kubeconfig", str(self.kubeconfig), "--node", node,
-                 "--targets", str(self.root / "prometheus/targets")],
+                 "--targets", str(self.root / "prometheus/targets" / prometheus.POD_TARGETS)],
                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         self._children.append(proc)
 

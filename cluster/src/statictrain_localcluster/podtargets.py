@@ -1,6 +1,8 @@
 """Prometheus scrape targets for the pods of the real node (Debian's Prometheus has no
 Kubernetes service discovery): every container port named ``metrics`` of a Running pod
-on the node becomes a file_sd target, removed when the pod stops running.
+on the node becomes a file_sd target, removed when the pod stops running. Its labels
+(namespace, pod, pod_uid) come from the API server, and the folder is the pod pool
+(prometheus.POD_TARGETS), where they win over what the pod's exporter claims.
 
     python -m statictrain_localcluster.podtargets --kubectl BIN --kubeconfig FILE --node NAME --targets DIR
 
@@ -36,7 +38,7 @@ def targets(pods: list[dict[str, Any]]) -> dict[str, tuple[str, dict[str, str]]]
                 if port.get("name") == "metrics":
                     job = f"{PREFIX}{meta['namespace']}_{meta['name']}_{c['name']}"
                     out[job] = (f"{status['podIP']}:{port['containerPort']}",
-                                {"namespace": meta["namespace"], "pod": meta["name"]})
+                                {"namespace": meta["namespace"], "pod": meta["name"], "pod_uid": meta.get("uid", "")})
     return out
 
 

@@ -3,6 +3,17 @@
 Tests and the demo add scrape targets by writing one JSON file per target job
 into ``<state>/prometheus/targets/``; Prometheus re-reads the folder every
 second and scrapes every second.
+
+Two pools, as a cluster's Prometheus should scrape them:
+
+* ``targets/pods/``: pods (podtargets.py writes the real node's; tests standing
+  in for a pod write there too). ``honor_labels: false``: the target's
+  ``namespace``, ``pod`` and ``pod_uid`` (the API server's view of the pod, as
+  Kubernetes discovery's ``__meta_kubernetes_*`` would give them) replace what
+  the exporter claims (kept as ``exported_*``), so no pod can publish series
+  under another pod's identity (statictrain_operator.workerpods relies on it).
+* ``targets/``: exporters trusted to name others, ``honor_labels: true``: the
+  operator, whose job metrics carry each job's namespace, and tests' stand-ins.
 """
 
 from __future__ import annotations
@@ -27,6 +38,10 @@ def find_binary() -> Path:
     return Path(found)
 
 
+POD_TARGETS = "pods"
+"""Sub-folder of the targets folder whose targets are pods (labels from discovery win)."""
+
+
 def config(targets_dir: Path, scrape_interval: str = "1s") -> dict[str, object]:
     """The Prometheus configuration (pure)."""
     return {
@@ -36,7 +51,14 @@ def config(targets_dir: Path, scrape_interval: str = "1s") -> dict[str, object]:
                 "job_name": "statictrain",
                 "honor_labels": True,
                 "file_sd_configs": [{"files": [str(targets_dir / "*.json")], "refresh_interval": "1s"}],
-            }
+            },
+            {
+                "job_name": "statictrain-pods",
+                "honor_labels": False,
+                "file_sd_configs": [
+                    {"files": [str(targets_dir / POD_TARGETS / "*.json")], "refresh_interval": "1s"}
+                ],
+            },
         ],
     }
 
@@ -57,7 +79,7 @@ def write_target(targets_dir: Path, job: str, address: str, target_labels: dict[
 
 def start(binary: Path, root: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
     targets = root / "targets"
-    targets.mkdir(parents=True, exist_ok=True)
+    (targets / POD_TARGETS).mkdir(parents=True, exist_ok=True)
     (root / "prometheus.yml").write_text(yaml.safe_dump(config(targets)))
     with log.open("ab") as out:
         return subprocess.Popen(

@@ -87,7 +87,7 @@ def test_image_store_is_hard_linked_but_databases_are_copied(tmp_path: Path) -> 
 
 def test_pod_targets_are_the_metrics_ports_of_running_pods() -> None:
     def pod(name: str, phase: str, ip: str | None, deleting: bool = False) -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": name, "namespace": "ns"}
+        meta: dict[str, Any] = {"name": name, "namespace": "ns", "uid": f"uid-{name}"}
         if deleting:
             meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
         return {"metadata": meta, "status": {"phase": phase, **({"podIP": ip} if ip else {})},
@@ -97,8 +97,8 @@ def test_pod_targets_are_the_metrics_ports_of_running_pods() -> None:
 
     got = podtargets.targets([pod("a", "Running", "10.99.1.5"), pod("b", "Pending", None),
                               pod("c", "Succeeded", "10.99.1.6"), pod("d", "Running", "10.99.1.7", deleting=True)])
-    assert got == {"pod_ns_a_sidecar": ("10.99.1.5:9400", {"namespace": "ns", "pod": "a"}),
-                   "pod_ns_d_sidecar": ("10.99.1.7:9400", {"namespace": "ns", "pod": "d"})}  # a last scrape
+    assert got == {"pod_ns_a_sidecar": ("10.99.1.5:9400", {"namespace": "ns", "pod": "a", "pod_uid": "uid-a"}),
+                   "pod_ns_d_sidecar": ("10.99.1.7:9400", {"namespace": "ns", "pod": "d", "pod_uid": "uid-d"})}
 
 
 def test_missing_packages_are_named_with_the_command_that_installs_them(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -83,8 +83,12 @@ def test_stages_cover_nodes_and_the_pod_lifecycle() -> None:
 
 def test_prometheus_config_discovers_targets_from_files(tmp_path: Path) -> None:
     cfg: Any = prometheus.config(tmp_path / "targets")
-    [job] = cfg["scrape_configs"]
+    [job, pods] = cfg["scrape_configs"]
     assert job["file_sd_configs"][0]["files"] == [str(tmp_path / "targets" / "*.json")]
+    assert job["honor_labels"] is True  # the operator's job metrics name other namespaces
+    # pods: the target's namespace/pod/pod_uid (the API server's) win over what the exporter claims
+    assert pods["file_sd_configs"][0]["files"] == [str(tmp_path / "targets" / "pods" / "*.json")]
+    assert pods["honor_labels"] is False
     prometheus.write_target(tmp_path / "targets", "my job/1", "127.0.0.1:9", {"team": "a"})
     written = yaml.safe_load((tmp_path / "targets" / "my_job_1.json").read_text())
     assert written == [{"targets": ["127.0.0.1:9"], "labels": {"job": "my job/1", "team": "a"}}]
