@@ -15,7 +15,7 @@ from statictrain_operator.anomaly.cluster import ClusterJobApi
 from statictrain_operator.kube import endpoint
 from statictrain_operator.kube.http import HttpKube
 
-from .helpers import CRD, Trainer, free_port
+from .helpers import CRD, Trainer, free_port, worker_pod
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,8 @@ def crd(cluster: Any) -> None:
 
 @pytest.fixture
 def steps(cluster: Any, namespace: str) -> Iterator[Callable[..., Trainer]]:
-    """start(job, step_s, gpu_util=None): step times (and GPU utilisation) of one worker, in Prometheus."""
+    """start(job, step_s, gpu_util=None): step times (and GPU utilisation) of one worker, in Prometheus, labelled
+    with the UID of a pod created as the job's worker (only its series count for the job)."""
     reg = CollectorRegistry()
     util = Gauge(
         metrics.GPU_UTILIZATION_RATIO, "GPU utilisation", [*labels.METRIC_LABELS, "pod", "pod_uid", "gpu"], registry=reg
@@ -48,9 +49,10 @@ def steps(cluster: Any, namespace: str) -> Iterator[Callable[..., Trainer]]:
     trainers: list[Trainer] = []
 
     def start(job: str, step_s: float, gpu_util: float | None = None) -> Trainer:
-        t = Trainer(step_s, threading.Event(), gpu_util=gpu_util)
-        child = hist_metric.labels(job, namespace, "c1", "t", f"{job}-0", f"uid-{job}")
-        gpu = util.labels(job, namespace, "c1", "t", f"{job}-0", f"uid-{job}", "0")
+        uid = worker_pod(cluster, namespace, job)
+        t = Trainer(step_s, threading.Event(), gpu_util=gpu_util, uid=uid)
+        child = hist_metric.labels(job, namespace, "c1", "t", f"{job}-w0", uid)
+        gpu = util.labels(job, namespace, "c1", "t", f"{job}-w0", uid, "0")
 
         def loop() -> None:
             while not t.stop.is_set():

@@ -37,6 +37,8 @@ class Trainer:
     stop: threading.Event
     thread: threading.Thread | None = None
     gpu_util: float | None = None
+    uid: str = ""
+    """The UID of the worker pod whose series these are."""
 
 
 def settings(cluster: Any, **over: Any) -> AnomalySettings:
@@ -81,6 +83,22 @@ def create_job(cluster: Any, ns: str, name: str, mode: str, **spec: Any) -> None
         },
     }
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+
+
+def worker_pod(cluster: Any, ns: str, job: str, pod: str | None = None) -> str:
+    """Create a pod labelled as one of ``job``'s workers (as the worker Job's pods are) and return its UID:
+    the API server's pod the anomaly and progress parts trust series of (statictrain_operator.workerpods)."""
+    name = pod or f"{job}-w0"
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": {labels.JOB: job, labels.ROLE: "worker"}},
+        "spec": {"containers": [{"name": "trainer", "image": "registry.example.com/train:1"}]},
+    }
+    cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+    uid: str = cluster.kubectl("get", "pod", name, "-n", ns, "-o", "jsonpath={.metadata.uid}").stdout.strip()
+    assert uid, f"pod {ns}/{name} has no UID"
+    return uid
 
 
 def get_job(cluster: Any, ns: str, name: str) -> dict[str, Any]:

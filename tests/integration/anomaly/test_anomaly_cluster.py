@@ -23,6 +23,7 @@ from statictrain_operator.anomaly.cluster import ClusterJobApi
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE
 from statictrain_operator.anomaly.remediation import ActionKind, Intent
 from statictrain_operator.anomaly.settings import AnomalySettings
+from statictrain_operator.workerpods import JobSeries
 
 from .helpers import (
     CRD,
@@ -182,10 +183,10 @@ def test_operator_restart_mid_action_completes_it_once(
 def ev_ok(job_api: Any, s: AnomalySettings, ns: str, name: str) -> bool:
     """True once Prometheus holds enough step-time points for the detector to judge."""
     ev = evaluator(job_api, replace(s, stabilization_s=1e9))
-    _, _, problem = ev.fetch(name, ns, datetime.now(UTC))
+    who = JobSeries(name, ns, asyncio.run(job_api.worker_uids(ns, name)))
+    series, _, problem = ev.fetch(who, datetime.now(UTC))
     if problem is not None:
         return False
-    series, _, _ = ev.fetch(name, ns, datetime.now(UTC))
     return len(series["step_seconds"][1]) >= 20
 
 

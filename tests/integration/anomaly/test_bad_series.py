@@ -31,6 +31,7 @@ from statictrain_operator.anomaly.detector import Method
 from statictrain_operator.anomaly.evaluate import Evaluator
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.prom import HttpPrometheus
+from statictrain_operator.workerpods import JobSeries
 
 from .helpers import Trainer, create_job, events, free_port, get_job, settings
 
@@ -62,9 +63,10 @@ def test_nan_inf_and_short_series_are_judged_one_by_one_and_nothing_is_done(
 ) -> None:
     name = "badseries"
     create_job(cluster, namespace, name, "Auto", replicas=2, elastic={"minReplicas": 1, "maxReplicas": 2})
-    steps(name, 0.1)
+    trainer = steps(name, 0.1)
     reg = CollectorRegistry()
-    who = (name, namespace, "c1", "t", f"{name}-0", f"uid-{name}")
+    who = (name, namespace, "c1", "t", f"{name}-w0", trainer.uid)
+    pods = JobSeries(name, namespace, frozenset({trainer.uid}))
     util = Gauge(metrics.GPU_UTILIZATION_RATIO, "u", [*POD_LABELS, "gpu"], registry=reg)
     usd = Gauge(metrics.JOB_USD_PER_1M_TOKENS, "c", list(labels.METRIC_LABELS), registry=reg)
     tps = Gauge(metrics.TRAIN_TOKENS_PER_SECOND, "t", POD_LABELS, registry=reg)
@@ -96,11 +98,11 @@ def test_nan_inf_and_short_series_are_judged_one_by_one_and_nothing_is_done(
         ev = Evaluator(s, prom, job_api, AnomalyMetrics(ev_registry), lambda: datetime.now(UTC))
 
         def enough_step_times() -> bool:
-            series, _, problem = ev.fetch(name, namespace, datetime.now(UTC))
+            series, _, problem = ev.fetch(pods, datetime.now(UTC))
             return problem is None and len(series[f.STEP_SECONDS][1]) >= 20
 
         eventually(enough_step_times, 120, "step-time samples in Prometheus")
-        series, _, _ = ev.fetch(name, namespace, datetime.now(UTC))
+        series, _, _ = ev.fetch(pods, datetime.now(UTC))
         short = series[f.TOKENS_PER_SECOND][1]
         assert 0 < len(short) < 12 and all(map(math.isfinite, short)), short
         before = get_job(cluster, namespace, name)

@@ -11,11 +11,16 @@ from statictrain_localcluster.cluster import LocalCluster
 
 
 @contextlib.contextmanager
-def scraped_registry(cluster: LocalCluster, registry: CollectorRegistry, prefix: str) -> Iterator[str]:
-    """Serve ``registry`` on a free port as a scrape target of the cluster's Prometheus; yields its job name."""
+def scraped_registry(
+    cluster: LocalCluster, registry: CollectorRegistry, prefix: str, pod: dict[str, str] | None = None
+) -> Iterator[str]:
+    """Serve ``registry`` on a free port as a scrape target of the cluster's Prometheus; yields its job name.
+
+    With ``pod`` (namespace, pod, pod_uid of a pod in the API server) it is scraped as that pod is:
+    those labels win over what the registry claims (LocalCluster.add_scrape_target's pod pool)."""
     server, _ = start_http_server(0, addr="127.0.0.1", registry=registry)
     job = f"{prefix}-{uuid.uuid4().hex[:6]}"
-    cluster.add_scrape_target(job, f"127.0.0.1:{server.server_port}", {})
+    cluster.add_scrape_target(job, f"127.0.0.1:{server.server_port}", pod or {}, pod=pod is not None)
     try:
         yield job
     finally:

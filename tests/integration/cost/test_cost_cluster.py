@@ -46,6 +46,7 @@ from statictrain_operator.kube.port import STJ
 from statictrain_operator.progress.sync import ProgressSync
 from statictrain_operator.prom import HttpPrometheus
 
+from ..anomaly.helpers import worker_pod
 from .helpers import scraped_registry
 
 pytestmark = pytest.mark.cluster
@@ -502,8 +503,9 @@ def test_progress_and_compile_reach_the_job_status(
     step_s = Histogram(metrics.TRAIN_STEP_SECONDS, "step time", PROGRESS_POD_LABELS, registry=reg)
     comp = Gauge(metrics.TRAIN_COMPILE_SECONDS, "compile", PROGRESS_POD_LABELS, registry=reg)
     hit = Gauge(metrics.TRAIN_COMPILE_CACHE_HIT, "cache hit", PROGRESS_POD_LABELS, registry=reg)
-    for pod in ("0", "1"):  # two workers, each reporting its own share of the tokens
-        ids = (name, namespace, "c1", "t", f"{name}-{pod}", f"uid-{pod}")
+    for pod in ("0", "1"):  # two workers (pods the API server lists), each reporting its own share of the tokens
+        uid = worker_pod(cluster, namespace, name, f"{name}-{pod}")
+        ids = (name, namespace, "c1", "t", f"{name}-{pod}", uid)
         step.labels(*ids).set(120)
         tps.labels(*ids).set(1000)
         comp.labels(*ids).set(30.5)

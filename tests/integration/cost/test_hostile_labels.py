@@ -4,7 +4,8 @@ An exporter (prometheus_client, which escapes values in its text format as every
 one series per label value to the local cluster's real Prometheus; each series' value is a distinct power
 of two, so the sum a query returns names exactly the set of series it selected. The queries are the
 product's own: the anomaly loop's ``job_queries``/``fault_queries``/``commit_query`` and the report's
-``selector(..., any_of=job_filters(...))``.
+``selector(..., any_of=job_filters(...))``. Each value is the series' pod_uid too: the anomaly loop selects
+a job's series by its pods' UIDs (server-generated, but treated as hostile input all the same).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from statictrain_operator.anomaly import findings as f
 from statictrain_operator.anomaly.queries import fault_queries, job_queries
 from statictrain_operator.prom import HttpPrometheus
 from statictrain_operator.report.fetch import job_filters
+from statictrain_operator.workerpods import JobSeries
 
 from .helpers import scraped_registry
 
@@ -56,7 +58,7 @@ VALUES = [
     '"}',
     "",  # an absent label: what a naive `=~".*"` would match
 ]
-LABELS = ["job_name", "namespace", "commit", "team"]
+LABELS = ["job_name", "namespace", "commit", "team", "pod_uid"]
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +69,8 @@ def scraped(cluster: LocalCluster) -> Iterator[tuple[HttpPrometheus, str]]:
     tps = Gauge(metrics.TRAIN_TOKENS_PER_SECOND, "t", LABELS, registry=reg)
     step = Gauge(metrics.TRAIN_STEP, "s", LABELS, registry=reg)
     for i, v in enumerate(VALUES):
-        tps.labels(v, ns, v, v).set(2**i)
-        step.labels(v, ns, v, v).set(2**i)
+        tps.labels(v, ns, v, v, v).set(2**i)
+        step.labels(v, ns, v, v, v).set(2**i)
     prom = HttpPrometheus(cluster.prometheus_url)
     with scraped_registry(cluster, reg, "st-hostile"):
         eventually(
@@ -99,15 +101,28 @@ def test_the_exporter_round_trips_every_value_through_prometheus(scraped: tuple[
     by_value = {int(s.samples[-1].v): s.labels for s in got}
     for i, v in enumerate(VALUES):
         lbl = by_value[2**i]
-        assert lbl.get("job_name", "") == v and lbl.get("commit", "") == v and lbl.get("team", "") == v
+        assert all(lbl.get(name, "") == v for name in ("job_name", "commit", "team", "pod_uid"))
 
 
 @pytest.mark.parametrize("value", VALUES, ids=[f"v{i}" for i in range(len(VALUES))])
 def test_the_anomaly_loops_queries_select_exactly_the_job(scraped: tuple[HttpPrometheus, str], value: str) -> None:
     prom, ns = scraped
-    assert picked(prom, job_queries(value, ns, 60)[f.TOKENS_PER_SECOND]) == [value]
-    assert picked(prom, fault_queries(value, ns)[faults.TRAIN_STEP]) == [value]  # max(): the one series' value
+    # a job's pods' UIDs are never empty (JobSeries refuses it); an absent pod_uid is matched by no UID
+    who = JobSeries(value, ns, frozenset({value or "no-such-uid"}))
+    want = [value] if value else []
+    assert picked(prom, job_queries(who, 60)[f.TOKENS_PER_SECOND]) == want
+    assert picked(prom, fault_queries(who)[faults.TRAIN_STEP]) == want  # max(): the one series' value
     assert picked(prom, f"sum({selector(metrics.TRAIN_STEP, {'commit': value, 'namespace': ns})})") == [value]
+    # the job's name with another pod's UID: the series claims the job but is not its pod's
+    other = VALUES[(VALUES.index(value) + 1) % (len(VALUES) - 1)]
+    assert picked(prom, job_queries(JobSeries(value, ns, frozenset({other})), 60)[f.TOKENS_PER_SECOND]) == []
+
+
+def test_all_pod_uids_at_once_select_exactly_the_jobs_series(scraped: tuple[HttpPrometheus, str]) -> None:
+    prom, ns = scraped
+    for value in ("a|b", ".*", 'x"}[5m]) or vector(1) #'):
+        who = JobSeries(value, ns, frozenset(v for v in VALUES if v))  # every UID: still only that job's
+        assert picked(prom, job_queries(who, 60)[f.TOKENS_PER_SECOND]) == [value]
 
 
 @pytest.mark.parametrize("value", VALUES[:-1], ids=[f"v{i}" for i in range(len(VALUES) - 1)])

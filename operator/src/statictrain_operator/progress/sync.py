@@ -74,9 +74,12 @@ class ProgressSync:
         self.writer.retain(j["metadata"].get("uid", "") for j in jobs)
         if not jobs:
             return 0
-        pods = await self.kube.list(port.PODS, label_selector=labels.JOB)
-        uids = workerpods.worker_uids(pods)
         keys = {(j["metadata"].get("namespace", ""), j["metadata"].get("name", "")) for j in jobs}
+        # per namespace of the jobs: a Role per watched namespace is enough (no cluster-wide pod list)
+        listed = await asyncio.gather(
+            *(self.kube.list(port.PODS, ns, label_selector=labels.JOB) for ns in sorted({k[0] for k in keys}))
+        )
+        uids = workerpods.worker_uids(pod for pods in listed for pod in pods)
         figures = await asyncio.to_thread(self.figures, now.timestamp(), uids, keys)
         written = 0
         for job in jobs:
