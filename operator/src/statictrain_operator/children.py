@@ -361,7 +361,8 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
             "secretName": profile_token_secret_name(owner.name), "defaultMode": 0o440}})
     mounts = [
         {"name": STATS_VOLUME, "mountPath": settings.stats_dir},
-        {"name": CACHE_VOLUME, "mountPath": settings.compile_cache_dir},
+        {"name": CACHE_VOLUME, "mountPath": settings.compile_cache_dir,
+         **({"subPath": owner.name} if settings.compile_cache_claim and settings.compile_cache_per_job else {})},
         {"name": CHECKPOINT_VOLUME, "mountPath": _get(spec, "checkpoint", "path")},
     ]
     return volumes, mounts

@@ -54,6 +54,10 @@ class Settings:
     """Mount path of the compile-cache volume in the trainer container."""
     compile_cache_claim: str = ""
     """PersistentVolumeClaim (in the job's namespace) shared as compile cache; empty uses an emptyDir."""
+    compile_cache_per_job: bool = False
+    """With a compile-cache claim: each job's trainers see only the folder named for the job on it (a
+    subPath), so no job loads artifacts another job wrote; a job re-submitted under the same name in the
+    same namespace finds its own. Off: every job of a namespace reads and writes the whole claim."""
     checkpoint_volume_size: str = "10Gi"
     """Size of the checkpoint claim made per job whose spec names none; empty makes none (an
     emptyDir: checkpoints are lost with the pod, and replaced pods start from step 0)."""

@@ -136,6 +136,22 @@ def test_compile_cache_and_checkpoint_claims_are_mounted_when_configured() -> No
     volumes = {v["name"]: v for v in job["spec"]["template"]["spec"]["volumes"]}
     assert volumes[children.CACHE_VOLUME]["persistentVolumeClaim"] == {"claimName": "inductor-cache"}
     assert volumes[children.CHECKPOINT_VOLUME]["persistentVolumeClaim"] == {"claimName": "ckpts"}
+    [trainer] = [c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "trainer"]
+    [cache] = [m for m in trainer["volumeMounts"] if m["name"] == children.CACHE_VOLUME]
+    assert "subPath" not in cache  # shared by the namespace's jobs unless per job
+
+
+def test_a_per_job_compile_cache_mounts_only_the_jobs_own_folder_of_the_claim() -> None:
+    owner = b.owner(b.spec())
+    for claim, want in (("inductor-cache", {"subPath": owner.name}), ("", {})):
+        job = children.worker_job(owner, Settings(compile_cache_claim=claim, compile_cache_per_job=True))
+        pod = job["spec"]["template"]["spec"]
+        [trainer] = [c for c in pod["containers"] if c["name"] == "trainer"]
+        [cache] = [m for m in trainer["volumeMounts"] if m["name"] == children.CACHE_VOLUME]
+        assert {k: v for k, v in cache.items() if k == "subPath"} == want  # an emptyDir is the pod's own anyway
+        others = [m for c in [*pod["containers"], *pod.get("initContainers", [])] if c["name"] != "trainer"
+                  for m in c.get("volumeMounts", []) if m["name"] == children.CACHE_VOLUME]
+        assert others == []  # no other container sees the whole claim
 
 
 @pytest.mark.parametrize(
