@@ -44,13 +44,17 @@ def cluster() -> Iterator[LocalCluster]:
         c.stop()
 
 
-@pytest.fixture
-def namespace(cluster: LocalCluster) -> Iterator[str]:
+def fresh_namespace(cluster: LocalCluster) -> Iterator[str]:
     """A fresh namespace, deleted (without waiting) after the test."""
     name = f"t-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+namespace = pytest.fixture(fresh_namespace, name="namespace")
+other_namespace = pytest.fixture(fresh_namespace, name="other_namespace")
+"""A second fresh namespace (another tenant's), for tests that need two."""
 
 
 @pytest.fixture

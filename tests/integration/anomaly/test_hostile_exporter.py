@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -71,14 +69,6 @@ class Exporter:
     def observe(self) -> None:
         for ids, s in self.step_s.items():
             self.hist.labels(*ids).observe(s)
-
-
-@pytest.fixture
-def other_namespace(cluster: Any) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    cluster.kubectl("create", "namespace", name)
-    yield name
-    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
 def raw(cluster: Any, query: str) -> list[Any]:
