@@ -177,7 +177,7 @@ class Evaluator:
         return out
 
     def judge(
-        self, job: Mapping[str, Any], mode: Mode, now: datetime, uids: frozenset[str] = frozenset()
+        self, job: Mapping[str, Any], mode: Mode, now: datetime, uids: frozenset[str]
     ) -> tuple[hist.Record, dict[str, Assessment], Decision, str | None]:
         """(history record, assessments, decision, data problem) of a job: Prometheus reads and fits, no writes.
 
