@@ -290,6 +290,12 @@ def _affinity(spec: api.Spec) -> dict[str, Any] | None:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
+def compile_cache_folder(job_name: str) -> str:
+    """The job's own folder of the compile-cache claim when it is per job: under ``jobs/``, so no job name
+    (a 32-hex name included) lands where the trainer's workload folders would sit at the top level."""
+    return f"jobs/{job_name}"
+
+
 def checkpoint_claim_name(job_name: str) -> str:
     """Name of the per-job checkpoint claim the operator makes."""
     return job_name + CHECKPOINT_CLAIM_SUFFIX
@@ -362,7 +368,8 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
     mounts = [
         {"name": STATS_VOLUME, "mountPath": settings.stats_dir},
         {"name": CACHE_VOLUME, "mountPath": settings.compile_cache_dir,
-         **({"subPath": owner.name} if settings.compile_cache_claim and settings.compile_cache_per_job else {})},
+         **({"subPath": compile_cache_folder(owner.name)}
+            if settings.compile_cache_claim and settings.compile_cache_per_job else {})},
         {"name": CHECKPOINT_VOLUME, "mountPath": _get(spec, "checkpoint", "path")},
     ]
     return volumes, mounts

@@ -55,7 +55,7 @@ class Settings:
     compile_cache_claim: str = ""
     """PersistentVolumeClaim (in the job's namespace) shared as compile cache; empty uses an emptyDir."""
     compile_cache_per_job: bool = False
-    """With a compile-cache claim: each job's trainers see only the folder named for the job on it (a
+    """With a compile-cache claim: each job's trainers see only the folder ``jobs/<job name>`` of it (a
     subPath), so no job loads artifacts another job wrote; a job re-submitted under the same name in the
     same namespace finds its own. Off: every job of a namespace reads and writes the whole claim."""
     checkpoint_volume_size: str = "10Gi"

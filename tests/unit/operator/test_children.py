@@ -143,7 +143,7 @@ def test_compile_cache_and_checkpoint_claims_are_mounted_when_configured() -> No
 
 def test_a_per_job_compile_cache_mounts_only_the_jobs_own_folder_of_the_claim() -> None:
     owner = b.owner(b.spec())
-    for claim, want in (("inductor-cache", {"subPath": owner.name}), ("", {})):
+    for claim, want in (("inductor-cache", {"subPath": f"jobs/{owner.name}"}), ("", {})):
         job = children.worker_job(owner, Settings(compile_cache_claim=claim, compile_cache_per_job=True))
         pod = job["spec"]["template"]["spec"]
         [trainer] = [c for c in pod["containers"] if c["name"] == "trainer"]
