@@ -1,0 +1,75 @@
+"""The progress pass and the anomaly part's pod listing over FakeKube (the Kube port in memory, checked against
+the real API server by test_kube_contract): only the listed worker pods' series reach status.progress."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from statictrain import labels
+from statictrain.cost import Sample
+from statictrain_operator import progress
+from statictrain_operator.anomaly.cluster import ClusterJobApi
+from statictrain_operator.kube import port
+from statictrain_operator.kube.fake import FakeKube
+from statictrain_operator.progress.sync import ProgressSync
+from statictrain_operator.prom import Series
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def pod(kube: FakeKube, ns: str, name: str, job: str, role: str = "worker") -> str:
+    body = {"metadata": {"name": name, "namespace": ns, "labels": {labels.JOB: job, labels.ROLE: role}}}
+    made = asyncio.run(kube.create(port.PODS, body))
+    assert made is not None
+    return str(made["metadata"]["uid"])
+
+
+class PerPodProm:
+    """Answers each progress query with the given per-pod values (the queries group by pod_uid)."""
+
+    def __init__(self, rows: list[tuple[str, str, str, dict[str, float]]]) -> None:
+        self.rows = rows
+        self.names = {q: n for n, q in progress.queries(60).items()}
+
+    def query(self, query: str, at: float) -> list[Series]:
+        name = self.names[query]
+        return [
+            Series({"namespace": ns, "job_name": job, "pod_uid": uid}, (Sample(at, values[name]),))
+            for ns, job, uid, values in self.rows
+            if name in values
+        ]
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        raise AssertionError("progress reads instant values only")
+
+
+def test_progress_comes_from_the_jobs_own_pods_only() -> None:
+    kube = FakeKube(lambda: NOW)
+    job = asyncio.run(kube.create(port.STJ, {"metadata": {"name": "victim", "namespace": "a"},
+                                             "spec": {"training": {"maxSteps": 1000}}}))
+    assert job is not None
+    own = pod(kube, "a", "victim-0", "victim")
+    other = pod(kube, "a", "other-0", "other")  # another job's pod in the same namespace
+    evil = pod(kube, "b", "evil-0", "victim")  # a pod labelled with the victim's name, in another namespace
+    mine = {"step": 120.0, "step_rate_sum": 1.0, "step_rate_count": 10.0, "tokens_per_second": 1000.0}
+    hostile = {"step": 999_999.0, "step_rate_sum": 300.0, "step_rate_count": 1.0, "tokens_per_second": 1e9}
+    prom = PerPodProm([("a", "victim", own, mine), ("a", "victim", other, hostile), ("a", "victim", evil, hostile)])
+    sync = ProgressSync(kube, prom, 60, lambda: [job], lambda: NOW)  # kopf's index in the operator
+    assert asyncio.run(sync.run_once()) == 1
+    got: Any = asyncio.run(kube.get(port.STJ, "a", "victim"))
+    figures = got["status"]["progress"]
+    assert (figures["step"], figures["stepSeconds"], figures["tokensPerSecond"]) == (120, "0.100", 1000)
+    assert sync.ignored.seen == {("a", "victim", other), ("a", "victim", evil)}
+
+
+def test_the_anomaly_part_lists_the_jobs_worker_pods_in_its_namespace() -> None:
+    kube = FakeKube(lambda: NOW)
+    own = {pod(kube, "a", f"victim-{i}", "victim") for i in range(2)}
+    pod(kube, "a", "victim-tool", "victim", role="tool")  # labelled with the job but not a worker
+    pod(kube, "b", "victim-0", "victim")  # the same name in another namespace: another job
+    pod(kube, "a", "other-0", "other")
+    api = ClusterJobApi(kube, lambda: NOW)
+    assert asyncio.run(api.worker_uids("a", "victim")) == own
+    assert asyncio.run(api.worker_uids("a", "nobody")) == frozenset()
