@@ -260,6 +260,9 @@ def trainer_env(owner: Owner, settings: Settings) -> list[dict[str, Any]]:
         env.append({"name": envvars.MAX_STEPS, "value": str(training["maxSteps"])})
     if "maxTokens" in training:
         env.append({"name": envvars.MAX_TOKENS, "value": str(training["maxTokens"])})
+    shared = compile_cache_shared_dir(settings)
+    if shared is not None:
+        env.append({"name": envvars.COMPILE_CACHE_SHARED_DIR, "value": shared})
     return env
 
 
@@ -290,10 +293,21 @@ def _affinity(spec: api.Spec) -> dict[str, Any] | None:
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
 
 
+COMPILE_CACHE_SHARED_FOLDER = "shared"
+"""Folder of the compile-cache claim every job reads, read-only, when the cache is per job."""
+
+
 def compile_cache_folder(job_name: str) -> str:
-    """The job's own folder of the compile-cache claim when it is per job: under ``jobs/``, so no job name
-    (a 32-hex name included) lands where the trainer's workload folders would sit at the top level."""
+    """The job's own folder of the compile-cache claim when it is per job: under ``jobs/``, apart from the
+    read-only ``shared/`` folder whatever the job's name."""
     return f"jobs/{job_name}"
+
+
+def compile_cache_shared_dir(settings: Settings) -> str | None:
+    """Mount path of the claim's read-only ``shared/`` folder in the trainer; None unless the cache is per job."""
+    if not (settings.compile_cache_claim and settings.compile_cache_per_job):
+        return None
+    return settings.compile_cache_dir.rstrip("/") + "-shared"
 
 
 def checkpoint_claim_name(job_name: str) -> str:
@@ -367,11 +381,14 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
             "secretName": profile_token_secret_name(owner.name), "defaultMode": 0o440}})
     mounts = [
         {"name": STATS_VOLUME, "mountPath": settings.stats_dir},
-        {"name": CACHE_VOLUME, "mountPath": settings.compile_cache_dir,
-         **({"subPath": compile_cache_folder(owner.name)}
-            if settings.compile_cache_claim and settings.compile_cache_per_job else {})},
+        {"name": CACHE_VOLUME, "mountPath": settings.compile_cache_dir},
         {"name": CHECKPOINT_VOLUME, "mountPath": _get(spec, "checkpoint", "path")},
     ]
+    shared = compile_cache_shared_dir(settings)
+    if shared is not None:  # per job: its own folder writable, shared/ read-only
+        next(m for m in mounts if m["name"] == CACHE_VOLUME)["subPath"] = compile_cache_folder(owner.name)
+        mounts.append({"name": CACHE_VOLUME, "mountPath": shared, "subPath": COMPILE_CACHE_SHARED_FOLDER,
+                       "readOnly": True})
     return volumes, mounts
 
 

@@ -55,9 +55,11 @@ class Settings:
     compile_cache_claim: str = ""
     """PersistentVolumeClaim (in the job's namespace) shared as compile cache; empty uses an emptyDir."""
     compile_cache_per_job: bool = False
-    """With a compile-cache claim: each job's trainers see only the folder ``jobs/<job name>`` of it (a
-    subPath), so no job loads artifacts another job wrote; a job re-submitted under the same name in the
-    same namespace finds its own. Off: every job of a namespace reads and writes the whole claim."""
+    """With a compile-cache claim: each job's trainers write only the folder ``jobs/<job name>`` of it (a
+    subPath) and read that and, read-only, ``shared/`` (filled by whoever may write the whole claim, e.g. an
+    admin copying a vetted job's artifacts), so no job loads artifacts another job wrote; a job re-submitted
+    under the same name in the same namespace finds its own. Off: every job of a namespace reads and writes
+    the whole claim."""
     checkpoint_volume_size: str = "10Gi"
     """Size of the checkpoint claim made per job whose spec names none; empty makes none (an
     emptyDir: checkpoints are lost with the pod, and replaced pods start from step 0)."""

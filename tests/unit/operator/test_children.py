@@ -141,17 +141,29 @@ def test_compile_cache_and_checkpoint_claims_are_mounted_when_configured() -> No
     assert "subPath" not in cache  # shared by the namespace's jobs unless per job
 
 
-def test_a_per_job_compile_cache_mounts_only_the_jobs_own_folder_of_the_claim() -> None:
+def test_a_per_job_compile_cache_writes_only_the_jobs_folder_and_reads_shared_read_only() -> None:
     owner = b.owner(b.spec())
-    for claim, want in (("inductor-cache", {"subPath": f"jobs/{owner.name}"}), ("", {})):
-        job = children.worker_job(owner, Settings(compile_cache_claim=claim, compile_cache_per_job=True))
-        pod = job["spec"]["template"]["spec"]
-        [trainer] = [c for c in pod["containers"] if c["name"] == "trainer"]
-        [cache] = [m for m in trainer["volumeMounts"] if m["name"] == children.CACHE_VOLUME]
-        assert {k: v for k, v in cache.items() if k == "subPath"} == want  # an emptyDir is the pod's own anyway
-        others = [m for c in [*pod["containers"], *pod.get("initContainers", [])] if c["name"] != "trainer"
-                  for m in c.get("volumeMounts", []) if m["name"] == children.CACHE_VOLUME]
-        assert others == []  # no other container sees the whole claim
+    s = Settings(compile_cache_claim="inductor-cache", compile_cache_per_job=True, compile_cache_dir="/cache/")
+    pod = children.worker_job(owner, s)["spec"]["template"]["spec"]
+    [trainer] = [c for c in pod["containers"] if c["name"] == "trainer"]
+    mounts = [m for m in trainer["volumeMounts"] if m["name"] == children.CACHE_VOLUME]
+    assert mounts == [
+        {"name": children.CACHE_VOLUME, "mountPath": "/cache/", "subPath": f"jobs/{owner.name}"},
+        {"name": children.CACHE_VOLUME, "mountPath": "/cache-shared", "subPath": "shared", "readOnly": True},
+    ]
+    env = {e["name"]: e.get("value") for e in trainer["env"]}
+    assert env["STATICTRAIN_COMPILE_CACHE_DIR"] == "/cache/"
+    assert env["STATICTRAIN_COMPILE_CACHE_SHARED_DIR"] == "/cache-shared"
+    others = [m for c in [*pod["containers"], *pod.get("initContainers", [])] if c["name"] != "trainer"
+              for m in c.get("volumeMounts", []) if m["name"] == children.CACHE_VOLUME]
+    assert others == []  # no other container sees the claim
+    # without a claim the cache is an emptyDir (the pod's own): nothing to split
+    plain = children.worker_job(owner, Settings(compile_cache_per_job=True))["spec"]["template"]["spec"]
+    [trainer] = [c for c in plain["containers"] if c["name"] == "trainer"]
+    assert [m for m in trainer["volumeMounts"] if m["name"] == children.CACHE_VOLUME] == [
+        {"name": children.CACHE_VOLUME, "mountPath": Settings().compile_cache_dir}
+    ]
+    assert "STATICTRAIN_COMPILE_CACHE_SHARED_DIR" not in {e["name"] for e in trainer["env"]}
 
 
 @pytest.mark.parametrize(

@@ -50,3 +50,25 @@ def test_corrupt_cache_is_ignored_not_fatal(tmp_path: Path) -> None:
 def test_miss_when_empty(tmp_path: Path) -> None:
     loaded = CompileCache(tmp_path, make_key("fp", {}, "2.11.0", "cpu")).load()
     assert not loaded.hit and "miss" in loaded.reason
+
+
+def test_shared_read_only_root_is_tried_after_the_own_and_never_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    own_root, shared_root = tmp_path / "own", tmp_path / "shared"
+    key = make_key("fp", {}, "2.11.0", "cpu")
+    seeded = CompileCache(shared_root, key)
+    seeded.folder.mkdir(parents=True)
+    seeded.artifact_path.write_bytes(b"\x00not artifacts")
+    cache = CompileCache(own_root, key, shared=shared_root)
+    loaded = cache.load()  # nothing of its own: the shared one is read (and fails to load here)
+    assert not loaded.hit and str(seeded.artifact_path) in loaded.reason, loaded.reason
+    cache.folder.mkdir(parents=True)
+    cache.artifact_path.write_bytes(b"\x01also not artifacts")
+    assert str(cache.artifact_path) in cache.load().reason  # its own first
+    monkeypatch.setattr("torch.compiler.save_cache_artifacts", lambda: (b"compiled", None))
+    before = sorted((p.name, p.read_bytes()) for p in shared_root.rglob("*") if p.is_file())
+    assert cache.save({}) == cache.artifact_path and cache.artifact_path.read_bytes() == b"compiled"
+    assert sorted((p.name, p.read_bytes()) for p in shared_root.rglob("*") if p.is_file()) == before
+    empty = CompileCache(tmp_path / "own2", key, shared=tmp_path / "shared2").load()
+    assert not empty.hit and empty.status == "miss_empty"

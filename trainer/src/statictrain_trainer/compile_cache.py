@@ -5,7 +5,9 @@ Artifacts come from ``torch.compiler.save_cache_artifacts`` and go back in with
 local inductor caches so compilation becomes mostly cache lookups.
 
 Layout: ``<dir>/<workload key>/<environment key>.bin`` plus a ``.json`` beside it
-that says what made it. The workload key covers the model's structure and the
+that says what made it. An optional second, read-only root with the same layout
+(``shared``) is tried when the own one has nothing for the key; it is never
+written. The workload key covers the model's structure and the
 settings that change the graph; the environment key covers the torch version
 and the device. A cache from another torch or device is ignored with a log
 line; a file that fails to load is ignored the same way. Never fatal.
@@ -78,9 +80,10 @@ def make_key(fingerprint: str, graph_settings: dict[str, object], torch_version:
 class CompileCache:
     """Load and save artifacts for one key under one directory."""
 
-    def __init__(self, root: Path, key: CacheKey) -> None:
+    def __init__(self, root: Path, key: CacheKey, shared: Path | None = None) -> None:
         self.root = root
         self.key = key
+        self.shared = shared
 
     @property
     def folder(self) -> Path:
@@ -91,8 +94,12 @@ class CompileCache:
         return self.folder / f"{self.key.environment}.bin"
 
     def load(self) -> CacheLoad:
-        """Load matching artifacts into this process's caches; never raises."""
+        """Load matching artifacts (the own root's, else the shared one's) into this process's caches; never
+        raises."""
         path = self.artifact_path
+        if not path.is_file() and self.shared is not None:
+            seeded = self.shared / self.key.workload / path.name
+            path = seeded if seeded.is_file() else path
         if not path.is_file():
             others = sorted(p.stem for p in self.folder.glob("*.bin")) if self.folder.is_dir() else []
             if others:

@@ -267,7 +267,7 @@ class Trainer:
         s = self.settings
         if not s.compile_cache or s.compile_cache_dir is None:
             return
-        self.cache = CompileCache(s.compile_cache_dir, self.cache_key())
+        self.cache = CompileCache(s.compile_cache_dir, self.cache_key(), shared=s.compile_cache_shared_dir)
         self.cache_load = self.cache.load()
 
     def _resume(self) -> None:

@@ -47,6 +47,8 @@ class TrainerSettings:
     """Load and save compile artifacts under compile_cache_dir."""
     compile_cache_dir: Path | None = None
     """Shared volume for compile artifacts; no cache when unset."""
+    compile_cache_shared_dir: Path | None = None
+    """Read-only artifacts (same layout), tried when compile_cache_dir has none for this key; never written."""
     precision: Precision = "bf16"
     """Autocast dtype (fp16 adds a gradient scaler); fp32 disables autocast."""
     attention: Attention = "auto"
@@ -173,6 +175,7 @@ def settings_from_env(env: Mapping[str, str]) -> TrainerSettings:
         dynamic=_bool(env, envvars.COMPILE_DYNAMIC, False),
         compile_cache=_bool(env, envvars.COMPILE_CACHE, True),
         compile_cache_dir=_path(env, envvars.COMPILE_CACHE_DIR),
+        compile_cache_shared_dir=_path(env, envvars.COMPILE_CACHE_SHARED_DIR),
         precision=cast(Precision, _choice(env, envvars.PRECISION, "bf16", PRECISIONS)),
         attention=cast(Attention, _choice(env, envvars.ATTENTION, "auto", ATTENTIONS)),
         chunked_loss=_bool(env, envvars.CHUNKED_LOSS, False),
