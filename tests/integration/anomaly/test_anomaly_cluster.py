@@ -35,6 +35,7 @@ from .helpers import (
     free_port,
     get_job,
     settings,
+    worker_pod,
 )
 
 pytestmark = pytest.mark.cluster
@@ -101,6 +102,7 @@ def test_prometheus_down_means_no_action_and_a_condition_saying_why(
 ) -> None:
     name = "blind"
     create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
+    worker_pod(cluster, namespace, name)  # a job with a pod: its series would be read, Prometheus is what fails
     cluster.kubectl(
         "patch",
         labels.PLURAL,

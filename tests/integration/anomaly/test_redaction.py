@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from statictrain import labels
 
-from .helpers import condition, create_job, evaluator, events, free_port, get_job, settings
+from .helpers import condition, create_job, evaluator, events, free_port, get_job, settings, worker_pod
 
 pytestmark = pytest.mark.cluster
 
@@ -36,6 +36,7 @@ def test_credentials_in_the_prometheus_url_reach_no_status_event_or_log(
     url = f"http://alice:s3cr3t-pass@127.0.0.1:{port}/prom?token=s3cr3t-token"
     name = "leaky"
     create_job(cluster, namespace, name, "Auto", budget={"limitUSD": "1", "onExceeded": "Suspend"})
+    worker_pod(cluster, namespace, name)  # a job with a pod: its series would be read, Prometheus is what fails
     cluster.kubectl("patch", labels.PLURAL, name, "-n", namespace, "--subresource=status", "--type=merge",
                     "-p", json.dumps({"status": {"cost": {"usd": "5.00"}}}))
     caplog.set_level("DEBUG")
