@@ -15,8 +15,9 @@ Control: job ``control`` in A, whose own pod reports the same idle GPU, is scale
 evaluator, so the hostile values would be acted on were they the victim's; and Prometheus itself (raw
 queries, not the product's) shows the hostile series claiming the victim and fooling a selection by
 job_name and namespace. Asserted: the victim is not remediated (replicas 4, no Remediation event, its
-own series judged without a data problem), both hostile pods are logged and counted once, and
-status.progress holds the victim's own figures.
+own series judged without a data problem), and status.progress holds the victim's own figures. Scraped as
+pods, `evil`'s series carry namespace B (discovery's), so they do not even claim the victim's namespace;
+`other`'s do, and are logged and counted once.
 """
 
 from __future__ import annotations
@@ -118,6 +119,7 @@ def test_series_claiming_a_job_from_other_pods_drive_no_remediation_and_no_progr
 
 def check(cluster: Any, job_api: Any, a: str, pods: dict[Exporter, dict[str, str]], uids: dict[str, str]) -> None:
     own, control, evil, other = pods
+    b = pods[evil]["namespace"]
     victim_uid, evil_uid, other_uid = uids["victim"], uids["evil"], uids["other"]
     with (
         scraped_registry(cluster, own.reg, "st-victim", pods[own]),
@@ -137,6 +139,12 @@ def check(cluster: Any, job_api: Any, a: str, pods: dict[Exporter, dict[str, str
             return {(evil_uid, victim_uid), (other_uid, victim_uid)} <= pairs
 
         eventually(hostile_scraped, 60, "the hostile series in Prometheus")
+        by_ns = f"count by (namespace, exported_namespace) ({selector(metrics.GPU_UTILIZATION_RATIO, claim)})"
+        assert {(x.labels.get("namespace"), x.labels.get("exported_namespace")) for x in raw(cluster, by_ns)} == {
+            (a, a),  # the victim's own pod and `other`, both in A
+            (b, a),  # `evil`: its claim of namespace A kept as exported_namespace only
+        }
+
         s = settings(cluster)
         naive = raw(cluster, f"avg({selector(metrics.GPU_UTILIZATION_RATIO, {'job_name': 'victim', 'namespace': a})})")
         assert naive and naive[0].samples[-1].v < s.idle_utilization  # a selection by the labels: idle (`other`)
@@ -158,17 +166,16 @@ def check(cluster: Any, job_api: Any, a: str, pods: dict[Exporter, dict[str, str
         assert victim["spec"]["replicas"] == 4 and victim["metadata"]["generation"] == 1
         assert outcomes["victim"].applied == [] and outcomes["victim"].data_problem is None, outcomes["victim"]
         assert not [e["reason"] for e in events(cluster, a, "victim") if e["reason"].startswith("Remediation")]
-        assert {(ns, j, u) for ns, j, u in ev.ignored.seen if j == "victim"} == {
-            (a, "victim", evil_uid),
-            (a, "victim", other_uid),
-        }
+        # `evil`'s series carry namespace B (its pod's, from discovery): they do not even claim the victim's
+        # namespace. `other`'s claim it and are ignored, logged and counted once.
+        assert {(ns, j, u) for ns, j, u in ev.ignored.seen if j == "victim"} == {(a, "victim", other_uid)}
         counted = {
             (x.labels["job_name"], x.labels["namespace"]): x.value
             for family in ev.metrics.ignored.collect()
             for x in family.samples
             if x.name.endswith("_total")
         }
-        assert counted == {("victim", a): 2}
+        assert counted == {("victim", a): 1}
 
         # Progress: the victim's own step and tokens, not the hostile ones.
         sync = ProgressSync(
@@ -186,4 +193,4 @@ def check(cluster: Any, job_api: Any, a: str, pods: dict[Exporter, dict[str, str
 
         got = eventually(progress, 60, "status.progress of the victim")
         assert (got["step"], got["tokensPerSecond"], got["totalSteps"], got["etaSeconds"]) == (120, 1000, 1000, 88)
-        assert sync.ignored.seen >= {(a, "victim", evil_uid), (a, "victim", other_uid)}
+        assert {(ns, j, u) for ns, j, u in sync.ignored.seen if j == "victim"} == {(a, "victim", other_uid)}
