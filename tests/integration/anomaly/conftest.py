@@ -51,14 +51,14 @@ def steps(cluster: Any, namespace: str) -> Iterator[Callable[..., Trainer]]:
     def start(job: str, step_s: float, gpu_util: float | None = None) -> Trainer:
         uid = worker_pod(cluster, namespace, job)
         t = Trainer(step_s, threading.Event(), gpu_util=gpu_util, uid=uid)
-        child = hist_metric.labels(job, namespace, "c1", "t", f"{job}-w0", uid)
-        gpu = util.labels(job, namespace, "c1", "t", f"{job}-w0", uid, "0")
+        ids = (job, namespace, "c1", "t", f"{job}-w0", uid)
+        child = hist_metric.labels(*ids)
 
         def loop() -> None:
             while not t.stop.is_set():
                 child.observe(t.step_s)
-                if t.gpu_util is not None:
-                    gpu.set(t.gpu_util)
+                if t.gpu_util is not None:  # no utilization series at all until there is one (not a 0)
+                    util.labels(*ids, "0").set(t.gpu_util)
                 t.stop.wait(0.05)
 
         t.thread = threading.Thread(target=loop, daemon=True)
