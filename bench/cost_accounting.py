@@ -131,6 +131,7 @@ class SyntheticApi:
                 "metadata": {
                     "name": name,
                     "namespace": ns,
+                    "labels": {labels.COMMIT: commit, labels.TEAM: team},  # the pods' are copies (children)
                     "annotations": {},
                     "creationTimestamp": iso(t0 - 60),
                 },

@@ -74,7 +74,7 @@ class MemoryKube:
                 "namespace": "ns",
                 "generation": 1,
                 "annotations": {},
-                "labels": {labels.COMMIT: commit},
+                "labels": {labels.COMMIT: commit, labels.TEAM: "t"},
                 "creationTimestamp": "2026-02-28T23:00:00Z",
             },
             "spec": spec,
@@ -366,3 +366,39 @@ def test_projected_cost_gauge_follows_the_projection_and_ends_without_one() -> N
     m.set_job_gauges(lv, usd_per_1m=None, budget=20.0, projected=None)  # e.g. the job lost its end
     assert reg.get_sample_value("statictrain_job_projected_cost_usd", want) is None
     assert reg.get_sample_value("statictrain_job_budget_usd", want) == 20.0
+
+
+def test_a_job_without_commit_and_team_labels_is_one_series_after_its_pod_finished() -> None:
+    """A job's counters are its status.cost totals: they must keep one label set for the job's life. Its
+    object has no commit/team labels; its pods carry 'unknown' (what the operator's children get). Job a's
+    pod finishes at T0+30 s. Read like a report or increase() reads them (a series seen for the first time
+    counts from zero), its cost counters must add up to the scenario's cost, once (it used to come out
+    twice: after the pod finished its total appeared again under commit="", team="")."""
+    acc, kube, clock, reg = make(SeriesProm())
+    for job in kube.jobs.values():
+        job["metadata"]["labels"] = {}
+    for pod in kube.pods:
+        pod["metadata"]["labels"] |= {labels.COMMIT: "unknown", labels.TEAM: "unknown"}
+    scraped: dict[tuple[tuple[str, str], ...], list[float]] = {}
+    for run in range(3):  # [T0-60, T0), [T0, T0+60), [T0+60, T0+120)
+        if run == 1:
+            kube.pods[0]["status"] |= {
+                "phase": "Succeeded",
+                "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-03-01T00:00:30Z"}}}],
+            }
+        acc.run_once()
+        for family in reg.collect():
+            for s in family.samples:
+                if s.name == "statictrain_job_cost_usd_total":
+                    scraped.setdefault(tuple(sorted(s.labels.items())), []).append(s.value)
+        clock.now += timedelta(seconds=60)
+    per_job: dict[str, float] = {}
+    label_sets: dict[str, set[tuple[str, str]]] = {}
+    for key, values in scraped.items():
+        lab = dict(key)
+        per_job[lab["job_name"]] = per_job.get(lab["job_name"], 0.0) + values[-1]  # each series from zero
+        label_sets.setdefault(lab["job_name"], set()).add((lab["commit"], lab["team"]))
+    gpu_hour = 36 / 8  # the node's price per GPU-hour; each pod holds 2 GPUs
+    assert per_job["a"] == pytest.approx(2 * gpu_hour * 90 / 3600)  # ran from T0-60 s to T0+30 s
+    assert per_job["b"] == pytest.approx(2 * gpu_hour * 180 / 3600)  # ran through all three windows
+    assert label_sets == {"a": {("unknown", "unknown")}, "b": {("unknown", "unknown")}}
