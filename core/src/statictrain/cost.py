@@ -39,6 +39,7 @@ from statictrain.money import ZERO, to_decimal
 
 __all__ = [
     "DEFAULT_WEIGHTS",
+    "QUANTUM",
     "RESOURCES",
     "Allocation",
     "JobCost",

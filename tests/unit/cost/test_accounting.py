@@ -168,14 +168,14 @@ def test_two_runs_accumulate_status_metrics_and_budget_once() -> None:
     assert first.job_costs[("ns", "a")].usd == Decimal("0.15")
     a = kube.jobs[("ns", "a")]["status"]["cost"]
     b = kube.jobs[("ns", "b")]["status"]["cost"]
-    assert a["usd"] == "0.150000000" and b["usd"] == "0.150000000"
-    assert b["idleUSD"] == "0.150000000" and a["idleUSD"] == "0.000000000"
+    assert a["usd"] == "0.150000000000" and b["usd"] == "0.150000000000"
+    assert b["idleUSD"] == "0.150000000000" and a["idleUSD"] == "0.000000000000"
     assert a["usdPer1MTokens"] != "" and b["usdPer1MTokens"] == ""
     assert first.allocation.jobs_usd + first.allocation.idle_usd == first.allocation.node_usd
     for _ in range(8):  # 8 more minutes: job a passes its 1 USD budget once
         clock.now += timedelta(seconds=60)
         acc.run_once()
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.350000000"
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.350000000000"
     assert kube.jobs[("ns", "a")]["spec"].get("suspend") is True
     assert kube.jobs[("ns", "a")]["metadata"]["annotations"][BUDGET_ACTED] == "1.000000"
     assert kube.events.count(("a", "BudgetExceededSuspended")) == 1
@@ -208,21 +208,21 @@ def test_prometheus_down_defers_accounting_within_the_grace_period_then_accounts
     )
     assert gaps == 1.0
     assert "cannot reach Prometheus" in r.usage_error
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.650000000"  # all 11 minutes, caught up
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["idleUSD"] == "0.000000000"  # unknown is not idle
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.650000000000"  # all 11 minutes, caught up
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["idleUSD"] == "0.000000000000"  # unknown is not idle
 
 
 def test_new_job_is_accounted_from_the_run_start_like_the_nodes() -> None:
     acc, kube, _, _ = make(SeriesProm())
     kube.jobs[("ns", "b")]["status"]["cost"] = {}  # never accounted; its pod ran for an hour already
     r = acc.run_once()
-    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000000"
     assert r.allocation.jobs_usd + r.allocation.idle_usd == r.allocation.node_usd
 
 
 @pytest.mark.parametrize(
     ("b_updated", "want_b"),
-    [("2026-02-28T23:00:00Z", "9.000000000"), ("2026-02-28T23:59:50Z", "0.025000000")],
+    [("2026-02-28T23:00:00Z", "9.000000000000"), ("2026-02-28T23:59:50Z", "0.025000000000")],
     ids=["lagging-one-hour", "ahead-by-50s"],
 )
 def test_job_with_another_watermark_gets_exactly_its_missing_time(b_updated: str, want_b: str) -> None:
@@ -240,7 +240,7 @@ def test_after_restart_the_run_starts_at_the_newest_watermark() -> None:
     r = acc.run_once()
     assert r.window.start == T0.timestamp() - 120
     assert r.allocation.node_usd == Decimal("1.2")  # 36 $/h x 120 s
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.300000000"
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.300000000000"
 
 
 def test_pods_of_a_deleted_job_still_count_in_metrics() -> None:
@@ -274,7 +274,7 @@ def test_job_deleted_between_list_and_patch_does_not_stop_the_run() -> None:
     kube.list_jobs = lambda: listed  # type: ignore[method-assign]
     del kube.jobs[("ns", "a")]  # gone after the list
     r = acc.run_once()
-    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000000"
     a = reg.get_sample_value(
         "statictrain_job_cost_usd_total",
         {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"},
@@ -315,7 +315,7 @@ def test_a_second_run_in_the_same_second_accounts_nothing_twice() -> None:
     acc.run_once()
     again = acc.run_once()
     assert again.windows == 0 and not again.job_costs
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000"
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000000"
 
 
 def test_outage_is_caught_up_in_full_for_nodes_and_jobs_in_bounded_windows() -> None:
@@ -325,7 +325,7 @@ def test_outage_is_caught_up_in_full_for_nodes_and_jobs_in_bounded_windows() -> 
     r = acc.run_once()
     assert r.windows == 2  # max_catchup_s = 3600
     assert r.allocation.node_usd == Decimal("36")  # the last window: one hour of the node
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "9.000000000"  # 2 GPUs x 4.5 $/h x 1 h (pod from 23:00)
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "9.000000000000"  # 2 GPUs x 4.5 $/h x 1 h (from 23:00)
     node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"})
     idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"})
     assert node == pytest.approx(72.0) and idle == pytest.approx(72.0 - 18.0)  # 2 h of the node: jobs alike
