@@ -144,12 +144,13 @@ class Accountant:
         """Raw samples of the window (and its lookback) per pod UID; ("", error) when Prometheus fails."""
         lookback = max(self.settings.counter_lookback_s, self.settings.max_gap_s)
         try:
-            series = {k: self.prom.query(q, at) for k, (q, at) in usage_queries(window, lookback).items()}
+            below = self.settings.idle_threshold
+            series = {k: self.prom.query(q, at) for k, (q, at) in usage_queries(window, lookback, below).items()}
             started = {p.uid: p.started for p in pods}
             prevs: dict[str, dict[str, float]] = {}
             for key, uids in counters_missing_prev(window, series, started, lookback).items():
                 oldest = min(t for u in uids if (t := started.get(u)) is not None)
-                q, at = prev_query(key, uids, window, window.start - oldest + 60.0)
+                q, at = prev_query(key, uids, window, window.start - oldest + 60.0, below)
                 prevs[key] = {s.labels.get("pod_uid", ""): s.samples[-1].v for s in self.prom.query(q, at) if s.samples}
         except (PrometheusUnavailableError, PrometheusQueryError) as e:
             return {}, str(e)
