@@ -402,3 +402,23 @@ def test_a_job_without_commit_and_team_labels_is_one_series_after_its_pod_finish
     assert per_job["a"] == pytest.approx(2 * gpu_hour * 90 / 3600)  # ran from T0-60 s to T0+30 s
     assert per_job["b"] == pytest.approx(2 * gpu_hour * 180 / 3600)  # ran through all three windows
     assert label_sets == {"a": {("unknown", "unknown")}, "b": {("unknown", "unknown")}}
+
+
+class IdleCounterProm(SeriesProm):
+    """Job b's sidecar also counts idle GPU-seconds below 5 %: 1 GPU-second per second, on its 2 GPUs."""
+
+    def query(self, query: str, at: float) -> list[Series]:
+        if query.startswith('statictrain_gpu_idle_seconds_total{below="0.05"}['):
+            t = [float(x) for x in range(math.ceil((at - 700) / 5) * 5, math.ceil(at + 0.001), 5) if x < at + 0.001]
+            return [Series({"pod_uid": "u2", "below": "0.05"}, tuple(Sample(x, x - POD_START) for x in t))]
+        return super().query(query, at)
+
+
+def test_idle_comes_from_the_sidecars_counter_when_it_counts_at_the_accounting_threshold() -> None:
+    acc, kube, _, _ = make(IdleCounterProm())
+    acc.run_once()  # [T0-60, T0): b's samples say 0 % all along, its counter 60 GPU-s of 120: half idle
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["idleUSD"] == "0.075000000000"
+    other, kube2, _, _ = make(IdleCounterProm())
+    other.settings = CostSettings(interval_s=60, query_step_s=5, idle_threshold=0.1)
+    other.run_once()  # counted at another threshold: not read; from the samples, all idle
+    assert kube2.jobs[("ns", "b")]["status"]["cost"]["idleUSD"] == "0.150000000000"
