@@ -489,6 +489,9 @@ class OperatorProcess:
                     "usage_error": r.usage_error,
                 }
             )
+            if os.environ.get("ORACLE_DEBUG"):
+                self.runs[-1]["window"] = [r.window.start, r.window.end]
+                self.runs[-1]["idle"] = {k[1]: str(v.idle_usd) for k, v in r.job_costs.items() if v.idle_usd}
         except Exception as e:  # the loop must go on, as in the operator; recorded
             self.runs.append({"at": t, "error": repr(e)})
 
@@ -719,8 +722,13 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
             util = HttpPrometheus(prom.url).query(
                 f'statictrain_gpu_utilization_ratio{{job_name="job-b"}}[{span}s]', window.end.timestamp()
             )
+            idle = HttpPrometheus(prom.url).query(
+                f'statictrain_gpu_idle_seconds_total{{job_name="job-b"}}[{span}s]', window.end.timestamp()
+            )
             debug = {
                 "util_b": {s.labels.get("pod", ""): [list(p) for p in s.samples] for s in util},
+                "idle_b": {s.labels.get("pod", ""): [list(p) for p in s.samples] for s in idle},
+                "runs": op.runs,
                 "logs_b": sc.logs.get("b"),
                 "fetched": {s.labels.get("node", ""): [list(p) for p in s.samples] for s in node_series["node_usd"]},
                 "raw": {s.labels.get("node", ""): [list(p) for p in s.samples] for s in raw},

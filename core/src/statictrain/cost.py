@@ -459,9 +459,14 @@ def allocate(
         if gap_s > 0:
             flags.append("utilization-gaps")
         counted_idle = _sum_increase(u.idle_gpu_seconds)
-        if u.idle_gpu_seconds and gpus > 0:  # measured where the samples are taken: exact, whatever the scrapes
-            idle_s = min(counted_idle.value / gpus, runtime)
-        idle_usd = (gpu_usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
+        if u.idle_gpu_seconds and gpus > 0:
+            # measured where the utilization is sampled: exact whatever the scrapes. Not capped at this window's
+            # runtime: after a scrape gap the idle time of the gap arrives with the first sample after it, and
+            # the windows tile the counter, so the job's total is exact (a window can show more idle than time).
+            idle_s = counted_idle.value / gpus
+            idle_usd = _usd(counted_idle.value, 1.0, prices.gpu)
+        else:
+            idle_usd = (gpu_usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
         comp, tok, executed = (_sum_increase(c) for c in (u.compile_seconds, u.tokens, u.steps))
         compile_usd = (usd * to_decimal(comp.value) / to_decimal(runtime)).quantize(QUANTUM)
         if comp.resets or tok.resets or executed.resets or counted_idle.resets:
