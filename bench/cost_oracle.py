@@ -26,12 +26,13 @@ The scenario (times in seconds after the start, step time 0.05 s, tokens 256 per
   10 s) and comes back as a new process that reads the cost state its predecessor saved (a ConfigMap).
 Every node in the cluster gets a scenario price (annotation), so node cost is known too.
 
-Assumptions the bounds rest on: utilization is sampled, so idle is measured to within one scrape
-interval per transition (0.1 s at each end of a 20 s stall), and no transition falls in a scrape
-gap (a change while Prometheus is down cannot be timed: the value before the gap is held; in one
-development run where B's stall began as Prometheus went down, B's idle came out 41 % low); lost
-work is priced per step at the cost measured in steady windows, which for a constant step time is
-the oracle's rate x step time.
+Assumptions the bounds rest on: idle time comes from each worker's idle counter (GPU-seconds below
+5 %, as the sidecar counts them where it samples), so it does not depend on when Prometheus scraped
+(before the counter, idle came from 100 ms utilization samples: each transition placed to within a
+scrape plus the worker's response delay, 1 run in 10 off by over 0.5 % on a loaded machine, and a
+change while Prometheus was down could not be timed at all; whether Prometheus was down inside B's
+stall is still recorded); lost work is priced per step at the cost measured in steady windows, which
+for a constant step time is the oracle's rate x step time.
 
 Expected figures use only: node prices and capacities (set here), pod start and end times (the API
 server's records), the worker processes' logs, and OpenCost's default rates as the price split
@@ -488,6 +489,9 @@ class OperatorProcess:
                     "usage_error": r.usage_error,
                 }
             )
+            if os.environ.get("ORACLE_DEBUG"):
+                self.runs[-1]["window"] = [r.window.start, r.window.end]
+                self.runs[-1]["idle"] = {k[1]: str(v.idle_usd) for k, v in r.job_costs.items() if v.idle_usd}
         except Exception as e:  # the loop must go on, as in the operator; recorded
             self.runs.append({"at": t, "error": repr(e)})
 
@@ -718,8 +722,13 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
             util = HttpPrometheus(prom.url).query(
                 f'statictrain_gpu_utilization_ratio{{job_name="job-b"}}[{span}s]', window.end.timestamp()
             )
+            idle = HttpPrometheus(prom.url).query(
+                f'statictrain_gpu_idle_seconds_total{{job_name="job-b"}}[{span}s]', window.end.timestamp()
+            )
             debug = {
                 "util_b": {s.labels.get("pod", ""): [list(p) for p in s.samples] for s in util},
+                "idle_b": {s.labels.get("pod", ""): [list(p) for p in s.samples] for s in idle},
+                "runs": op.runs,
                 "logs_b": sc.logs.get("b"),
                 "fetched": {s.labels.get("node", ""): [list(p) for p in s.samples] for s in node_series["node_usd"]},
                 "raw": {s.labels.get("node", ""): [list(p) for p in s.samples] for s in raw},
@@ -753,8 +762,8 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     stalls_b = [r["util_changes"] for r in sc.logs["b"]]  # [[t, 0.0], [t, 0.9]] per rank
     return {
         "assumptions": {
-            # the scenario's premise: Prometheus is down inside B's stall, so no utilization change falls in
-            # the gap (under heavy load a slow restart can break it; then B's idle cannot be exact)
+            # Prometheus down inside B's stall: no utilization change falls in the gap (needed when idle came
+            # from utilization samples; with the idle counters, only a record of how the run went)
             "prometheus_down_inside_b_stall": max(c[0][0] for c in stalls_b) < prom_down
             and prom_up < min(c[1][0] for c in stalls_b),
             "prometheus_down_s": round(prom_up - prom_down, 2),

@@ -5,7 +5,9 @@ HTTP, scraped by a real Prometheus, following a script given on the command
 line, and writes what it actually did to a JSON log that the oracle reads:
 
 * GPU utilization is 0.9 from launch, except during a stall (``--stall-after`` steps,
-  for ``--stall-s`` seconds) when it is 0 and no step is made;
+  for ``--stall-s`` seconds) when it is 0 and no step is made; like the sidecar, it counts the
+  GPU-seconds below 5 % utilization (``statictrain_gpu_idle_seconds_total{below="0.05"}``, summed
+  over its GPUs), here from the same clock readings it logs the stall with;
 * from ``--start-at`` (Unix time) it compiles for ``--compile-s`` seconds (host-side,
   the GPU stays busy with warm-up), then reports the compile seconds and steps every
   ``--step-s`` seconds from global step ``--start-step``, each step adding
@@ -42,6 +44,8 @@ class State:
         self.tokens = 0
         self.compile_s = 0.0
         self.util_changes: list[tuple[float, float]] = []
+        self.idle_done = 0.0
+        """Seconds of finished stalls; a stall under way counts from its start (util_changes[-1])."""
 
 
 class Collector:
@@ -55,6 +59,7 @@ class Collector:
         s = self.state
         with s.lock:
             util, step, executed, tokens, comp = s.util, s.step, s.executed, s.tokens, s.compile_s
+            idle = s.idle_done + (time.time() - s.util_changes[-1][0] if util == 0.0 else 0.0)
 
         def gauge(name: str, value: float, extra: dict[str, str] | None = None) -> GaugeMetricFamily:
             extra = extra or {}
@@ -62,9 +67,10 @@ class Collector:
             g.add_metric([*self.values, *extra.values()], value)
             return g
 
-        def counter(name: str, value: float) -> CounterMetricFamily:
-            c = CounterMetricFamily(name.removesuffix("_total"), name, labels=self.names)
-            c.add_metric(self.values, value)
+        def counter(name: str, value: float, extra: dict[str, str] | None = None) -> CounterMetricFamily:
+            extra = extra or {}
+            c = CounterMetricFamily(name.removesuffix("_total"), name, labels=[*self.names, *extra])
+            c.add_metric([*self.values, *extra.values()], value)
             return c
 
         for i in range(self.gpus):  # one series per GPU of the pod, as the sidecar exports them
@@ -74,6 +80,7 @@ class Collector:
         yield gauge("statictrain_train_compile_seconds", comp)
         yield counter("statictrain_train_steps_total", float(executed))
         yield counter("statictrain_train_tokens_total", float(tokens))
+        yield counter("statictrain_gpu_idle_seconds_total", self.gpus * idle, {"below": "0.05"})
 
 
 def serve(port: int, registry: CollectorRegistry, gap: tuple[float, float]) -> ThreadingHTTPServer:
@@ -134,15 +141,17 @@ def main() -> int:
     base = compile_end
     while k < args.steps and not args.stop_file.exists():
         if k == args.stall_after and args.stall_s > 0:
+            stall_from = time.time()
             with state.lock:
                 state.util = 0.0
-            stall_from = time.time()
-            state.util_changes.append((stall_from, 0.0))
+                state.util_changes.append((stall_from, 0.0))
             while time.time() < stall_from + args.stall_s and not args.stop_file.exists():
                 time.sleep(0.005)
             with state.lock:
+                stall_to = time.time()
                 state.util = 0.9
-            state.util_changes.append((time.time(), 0.9))
+                state.util_changes.append((stall_to, 0.9))
+                state.idle_done += stall_to - stall_from
             base = time.time() - k * args.step_s
         due = base + (k + 1) * args.step_s
         while time.time() < due:

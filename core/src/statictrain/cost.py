@@ -21,7 +21,10 @@ steps; progress is the change of the job's step between the window's ends;
 lost steps = executed - progress, priced by :func:`fold_job` at the job's cost
 per step measured in steady windows before. Compile time is priced at the pod's
 full rate, whatever window it is reported in. Inside a job's cost, ``idle_usd``
-is the share of its GPU cost whose sampled utilization was below a threshold;
+is the share of its GPU cost whose utilization was below a threshold: the increase
+of the sidecar's idle counter (GPU-seconds below the threshold, counted where the
+utilization is sampled) when the pod exports one at the accounting threshold, else
+the utilization samples Prometheus holds (each transition placed to within a scrape);
 time with no utilization samples counts as a gap (flagged), not as idle.
 
 All functions are pure; times are Unix seconds (float), money is Decimal.
@@ -39,6 +42,8 @@ from statictrain.money import ZERO, to_decimal
 
 __all__ = [
     "DEFAULT_WEIGHTS",
+    "IDLE_THRESHOLD",
+    "QUANTUM",
     "RESOURCES",
     "Allocation",
     "JobCost",
@@ -53,6 +58,7 @@ __all__ = [
     "Sample",
     "Window",
     "allocate",
+    "below_label",
     "fold_job",
     "overlap_seconds",
     "split_node_price",
@@ -60,6 +66,9 @@ __all__ = [
 
 HOUR = Decimal(3600)
 GIB = 1024**3
+IDLE_THRESHOLD = 0.05
+"""GPU utilization ratio below which allocated GPU time is idle: the cost part's default and the threshold
+of the sidecar's idle counter (metrics.GPU_IDLE_SECONDS_TOTAL, label ``below`` = :func:`below_label`)."""
 QUANTUM = Decimal("1e-12")
 """Internal money precision."""
 RESOURCES = ("gpu", "cpu", "memory")
@@ -79,6 +88,11 @@ class Window:
     @property
     def seconds(self) -> float:
         return self.end - self.start
+
+
+def below_label(threshold: float) -> str:
+    """The ``below`` label value of the idle counter counted at ``threshold`` (``0.05`` -> ``"0.05"``)."""
+    return f"{threshold:g}"
 
 
 def overlap_seconds(window: Window, begin: float | None, finish: float | None) -> float:
@@ -189,6 +203,9 @@ class PodUsage:
     """CPU seconds used, one counter per container of the pod (cAdvisor)."""
     memory_bytes: Sequence[Sequence[Sample]] = ()
     """Working-set bytes, one series per container, in time order (from before the window)."""
+    idle_gpu_seconds: Sequence[Counter] = ()
+    """The sidecar's idle counter at the accounting threshold (GPU-seconds below it, summed over the pod's
+    GPUs), one per series; when present, a window's idle time is its increase, not sampled utilization."""
 
     @property
     def gpus_seen(self) -> int:
@@ -378,7 +395,7 @@ def allocate(
     pods: Iterable[PodInfo],
     usage: Mapping[str, PodUsage] | None = None,
     *,
-    idle_threshold: float = 0.05,
+    idle_threshold: float = IDLE_THRESHOLD,
     max_gap: float = 60.0,
     step_marks: Mapping[JobKey, float] | None = None,
 ) -> Allocation:
@@ -441,10 +458,18 @@ def allocate(
         idle_s, gap_s = _gpu_idle_and_gaps(u.utilization, gpus, lo=lo, hi=hi, threshold=idle_threshold, max_gap=max_gap)
         if gap_s > 0:
             flags.append("utilization-gaps")
-        idle_usd = (gpu_usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
+        counted_idle = _sum_increase(u.idle_gpu_seconds)
+        if u.idle_gpu_seconds and gpus > 0:
+            # measured where the utilization is sampled: exact whatever the scrapes. Not capped at this window's
+            # runtime: after a scrape gap the idle time of the gap arrives with the first sample after it, and
+            # the windows tile the counter, so the job's total is exact (a window can show more idle than time).
+            idle_s = counted_idle.value / gpus
+            idle_usd = _usd(counted_idle.value, 1.0, prices.gpu)
+        else:
+            idle_usd = (gpu_usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
         comp, tok, executed = (_sum_increase(c) for c in (u.compile_seconds, u.tokens, u.steps))
         compile_usd = (usd * to_decimal(comp.value) / to_decimal(runtime)).quantize(QUANTUM)
-        if comp.resets or tok.resets or executed.resets:
+        if comp.resets or tok.resets or executed.resets or counted_idle.resets:
             flags.append("counter-reset")
         pc = PodCost(
             pod, gpus, cpu, mem, runtime, to_decimal(runtime) * gpus, gpu_usd, cpu_usd, mem_usd, idle_usd,

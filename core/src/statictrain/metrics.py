@@ -30,6 +30,9 @@ GPU_NVLINK_BYTES_TOTAL = "statictrain_gpu_nvlink_bytes_total"  # label direction
 GPU_XID_ERRORS_TOTAL = "statictrain_gpu_xid_errors_total"
 GPU_ECC_ERRORS_TOTAL = "statictrain_gpu_ecc_errors_total"  # label type: corrected | uncorrected
 GPU_BUSY_SECONDS_TOTAL = "statictrain_gpu_busy_seconds_total"  # utilization integrated over time
+# per pod (no GPU labels), label below: GPU-seconds, summed over the pod's GPUs, whose sampled utilization was
+# below that ratio (statictrain.cost.IDLE_THRESHOLD); cost accounting prices idle time from its increase
+GPU_IDLE_SECONDS_TOTAL = "statictrain_gpu_idle_seconds_total"
 GPU_QUERY_ERRORS_TOTAL = "statictrain_gpu_query_errors_total"  # label query
 
 # --- sidecar: training (from the trainer channel)

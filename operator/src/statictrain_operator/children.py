@@ -50,6 +50,7 @@ __all__ = [
     "checkpoint_claim",
     "checkpoint_claim_name",
     "child_labels",
+    "commit_and_team",
     "owner_reference",
     "pod_failure_policy",
     "pod_template",
@@ -104,13 +105,20 @@ def worker_name(job_name: str) -> str:
     return job_name + WORKER_SUFFIX
 
 
+def commit_and_team(job_labels: Mapping[str, str]) -> tuple[str, str]:
+    """The commit and team of a job as its children and its cost metrics carry them: the job's own labels,
+    'unknown' when absent (never taken from a pod, so they do not change when its pods come and go)."""
+    return job_labels.get(labels.COMMIT, UNKNOWN), job_labels.get(labels.TEAM, UNKNOWN)
+
+
 def child_labels(owner: Owner) -> dict[str, str]:
-    """Labels every child carries (commit and team copied from the job, 'unknown' when absent)."""
+    """Labels every child carries (commit and team copied from the job, see ``commit_and_team``)."""
+    commit, team = commit_and_team(owner.labels)
     return {
         labels.JOB: owner.name,
         labels.NAMESPACE: owner.namespace,
-        labels.COMMIT: owner.labels.get(labels.COMMIT, UNKNOWN),
-        labels.TEAM: owner.labels.get(labels.TEAM, UNKNOWN),
+        labels.COMMIT: commit,
+        labels.TEAM: team,
         labels.MANAGED_BY: labels.MANAGED_BY_VALUE,
     }
 

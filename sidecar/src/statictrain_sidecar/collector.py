@@ -17,6 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from statictrain import metrics
 from statictrain.channel import CACHE_STATUSES
+from statictrain.cost import below_label
 
 from .nvml import GpuReading, GpuSampler, Value
 from .settings import Identity
@@ -80,6 +81,7 @@ class SidecarCollector(Collector):
         yield from self._sidecar()
         readings = self._gpus.read()
         yield from self._gpu(readings)
+        yield from self._idle()
         if self._dcgm:
             yield from _dcgm(readings, self._identity)
         yield from self._train(self._training.snapshot())
@@ -145,6 +147,19 @@ class SidecarCollector(Collector):
             if index in devices:
                 errors.add_metric([*self._base, *devices[index].label_values(), query], n)
         yield errors
+
+    def _idle(self) -> Iterator[Metric]:
+        idle = self._gpus.idle_seconds()
+        if idle is None:
+            return
+        family = CounterMetricFamily(
+            metrics.GPU_IDLE_SECONDS_TOTAL,
+            "GPU-seconds, summed over the pod's GPUs, whose sampled utilization was below the ratio `below` "
+            "(counted by the background sampler: cost accounting prices idle time from its increase).",
+            labels=self._labels("below"),
+        )
+        family.add_metric([*self._base, below_label(self._gpus.idle_below)], idle)
+        yield family
 
     def _train(self, s: TrainingSnapshot) -> Iterator[Metric]:
         labels = self._labels()
@@ -278,6 +293,7 @@ EXPORTED_METRICS: tuple[str, ...] = (
     metrics.CHANNEL_MALFORMED_TOTAL,
     metrics.PROFILE_REQUESTS_TOTAL,
     *_GPU_HELP,
+    metrics.GPU_IDLE_SECONDS_TOTAL,
     metrics.GPU_QUERY_ERRORS_TOTAL,
     metrics.TRAIN_STEP,
     metrics.TRAIN_STEPS_TOTAL,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from statictrain import metrics
+from statictrain.cost import IDLE_THRESHOLD
 
 __all__ = ["GpuDevice", "GpuReading", "GpuSampler", "GpuStatus", "NvmlApi", "Value"]
 
@@ -211,8 +212,11 @@ class GpuSampler:
         enabled: bool = True,
         logger: logging.Logger | None = None,
         published: Callable[[], tuple[str, ...]] | None = None,
+        idle_below: float = IDLE_THRESHOLD,
     ) -> None:
         """``nvml`` is the pynvml module, a fake, or None when it could not be imported.
+
+        ``idle_below``: the utilization ratio below which a tick's seconds count as idle (``idle_seconds``).
 
         ``select``: GPUs to report (indices or UUIDs); else ``published``, when given, says
         which GPUs the pod's trainer runs on (pod_gpus.reader): until it names any, the
@@ -231,6 +235,8 @@ class GpuSampler:
         self._errors: dict[tuple[int, str], int] = {}
         self._xid: dict[int, int] = {}
         self._busy: dict[int, float] = {}
+        self.idle_below = idle_below
+        self._idle = 0.0
         self._last_tick: float | None = None
         self._event_set: Any = None
         self.devices: tuple[GpuDevice, ...] = ()
@@ -428,6 +434,16 @@ class GpuSampler:
             )
         self._errors[key] = self._errors.get(key, 0) + 1
 
+    def idle_seconds(self) -> float | None:
+        """GPU-seconds, summed over the reported GPUs, whose utilization sampled at a tick was below
+        ``idle_below`` (each tick's reading stands for the time since the previous tick; a failed reading's
+        time counts nowhere). None when utilization is not measured on every GPU: idle unknown, not 0."""
+        with self._lock:
+            if not self.status.available or any("utilization" in self._unsupported.get(d.index, set())
+                                                for d in self.devices):  # fmt: skip
+                return None
+            return self._idle
+
     def query_errors(self) -> dict[tuple[int, str], int]:
         """Failed queries other than NOT_SUPPORTED, by (GPU index, query name)."""
         with self._lock:
@@ -461,6 +477,8 @@ class GpuSampler:
                     self._failed(d, "utilization", e)
                     continue
                 self._busy[d.index] = self._busy.get(d.index, 0.0) + ratio * dt
+                if ratio < self.idle_below:
+                    self._idle += dt
             self._drain_xid_events()
 
     def _drain_xid_events(self) -> None:

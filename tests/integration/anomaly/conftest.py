@@ -57,7 +57,9 @@ def steps(cluster: Any, namespace: str) -> Iterator[Callable[..., Trainer]]:
         def loop() -> None:
             while not t.stop.is_set():
                 child.observe(t.step_s)
-                if t.gpu_util is not None:  # no utilization series at all until there is one (not a 0)
+                if t.gpu_util is not None:
+                    # The series exists only once a value is set: a labelled child made up front
+                    # is exported as 0 (a busy-free GPU that test_bad_series saw as a finite point).
                     util.labels(*ids, "0").set(t.gpu_util)
                 t.stop.wait(0.05)
 

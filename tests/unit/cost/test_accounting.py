@@ -74,7 +74,7 @@ class MemoryKube:
                 "namespace": "ns",
                 "generation": 1,
                 "annotations": {},
-                "labels": {labels.COMMIT: commit},
+                "labels": {labels.COMMIT: commit, labels.TEAM: "t"},
                 "creationTimestamp": "2026-02-28T23:00:00Z",
             },
             "spec": spec,
@@ -168,14 +168,14 @@ def test_two_runs_accumulate_status_metrics_and_budget_once() -> None:
     assert first.job_costs[("ns", "a")].usd == Decimal("0.15")
     a = kube.jobs[("ns", "a")]["status"]["cost"]
     b = kube.jobs[("ns", "b")]["status"]["cost"]
-    assert a["usd"] == "0.150000000" and b["usd"] == "0.150000000"
-    assert b["idleUSD"] == "0.150000000" and a["idleUSD"] == "0.000000000"
+    assert a["usd"] == "0.150000000000" and b["usd"] == "0.150000000000"
+    assert b["idleUSD"] == "0.150000000000" and a["idleUSD"] == "0.000000000000"
     assert a["usdPer1MTokens"] != "" and b["usdPer1MTokens"] == ""
     assert first.allocation.jobs_usd + first.allocation.idle_usd == first.allocation.node_usd
     for _ in range(8):  # 8 more minutes: job a passes its 1 USD budget once
         clock.now += timedelta(seconds=60)
         acc.run_once()
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.350000000"
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.350000000000"
     assert kube.jobs[("ns", "a")]["spec"].get("suspend") is True
     assert kube.jobs[("ns", "a")]["metadata"]["annotations"][BUDGET_ACTED] == "1.000000"
     assert kube.events.count(("a", "BudgetExceededSuspended")) == 1
@@ -208,21 +208,21 @@ def test_prometheus_down_defers_accounting_within_the_grace_period_then_accounts
     )
     assert gaps == 1.0
     assert "cannot reach Prometheus" in r.usage_error
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.650000000"  # all 11 minutes, caught up
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["idleUSD"] == "0.000000000"  # unknown is not idle
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "1.650000000000"  # all 11 minutes, caught up
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["idleUSD"] == "0.000000000000"  # unknown is not idle
 
 
 def test_new_job_is_accounted_from_the_run_start_like_the_nodes() -> None:
     acc, kube, _, _ = make(SeriesProm())
     kube.jobs[("ns", "b")]["status"]["cost"] = {}  # never accounted; its pod ran for an hour already
     r = acc.run_once()
-    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000000"
     assert r.allocation.jobs_usd + r.allocation.idle_usd == r.allocation.node_usd
 
 
 @pytest.mark.parametrize(
     ("b_updated", "want_b"),
-    [("2026-02-28T23:00:00Z", "9.000000000"), ("2026-02-28T23:59:50Z", "0.025000000")],
+    [("2026-02-28T23:00:00Z", "9.000000000000"), ("2026-02-28T23:59:50Z", "0.025000000000")],
     ids=["lagging-one-hour", "ahead-by-50s"],
 )
 def test_job_with_another_watermark_gets_exactly_its_missing_time(b_updated: str, want_b: str) -> None:
@@ -240,7 +240,7 @@ def test_after_restart_the_run_starts_at_the_newest_watermark() -> None:
     r = acc.run_once()
     assert r.window.start == T0.timestamp() - 120
     assert r.allocation.node_usd == Decimal("1.2")  # 36 $/h x 120 s
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.300000000"
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.300000000000"
 
 
 def test_pods_of_a_deleted_job_still_count_in_metrics() -> None:
@@ -274,7 +274,7 @@ def test_job_deleted_between_list_and_patch_does_not_stop_the_run() -> None:
     kube.list_jobs = lambda: listed  # type: ignore[method-assign]
     del kube.jobs[("ns", "a")]  # gone after the list
     r = acc.run_once()
-    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000"
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["usd"] == "0.150000000000"
     a = reg.get_sample_value(
         "statictrain_job_cost_usd_total",
         {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"},
@@ -315,7 +315,7 @@ def test_a_second_run_in_the_same_second_accounts_nothing_twice() -> None:
     acc.run_once()
     again = acc.run_once()
     assert again.windows == 0 and not again.job_costs
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000"
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "0.150000000000"
 
 
 def test_outage_is_caught_up_in_full_for_nodes_and_jobs_in_bounded_windows() -> None:
@@ -325,7 +325,7 @@ def test_outage_is_caught_up_in_full_for_nodes_and_jobs_in_bounded_windows() -> 
     r = acc.run_once()
     assert r.windows == 2  # max_catchup_s = 3600
     assert r.allocation.node_usd == Decimal("36")  # the last window: one hour of the node
-    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "9.000000000"  # 2 GPUs x 4.5 $/h x 1 h (pod from 23:00)
+    assert kube.jobs[("ns", "a")]["status"]["cost"]["usd"] == "9.000000000000"  # 2 GPUs x 4.5 $/h x 1 h (from 23:00)
     node = reg.get_sample_value("statictrain_node_cost_usd_total", {"node": "n1"})
     idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", {"node": "n1"})
     assert node == pytest.approx(72.0) and idle == pytest.approx(72.0 - 18.0)  # 2 h of the node: jobs alike
@@ -366,3 +366,59 @@ def test_projected_cost_gauge_follows_the_projection_and_ends_without_one() -> N
     m.set_job_gauges(lv, usd_per_1m=None, budget=20.0, projected=None)  # e.g. the job lost its end
     assert reg.get_sample_value("statictrain_job_projected_cost_usd", want) is None
     assert reg.get_sample_value("statictrain_job_budget_usd", want) == 20.0
+
+
+def test_a_job_without_commit_and_team_labels_is_one_series_after_its_pod_finished() -> None:
+    """A job's counters are its status.cost totals: they must keep one label set for the job's life. Its
+    object has no commit/team labels; its pods carry 'unknown' (what the operator's children get). Job a's
+    pod finishes at T0+30 s. Read like a report or increase() reads them (a series seen for the first time
+    counts from zero), its cost counters must add up to the scenario's cost, once (it used to come out
+    twice: after the pod finished its total appeared again under commit="", team="")."""
+    acc, kube, clock, reg = make(SeriesProm())
+    for job in kube.jobs.values():
+        job["metadata"]["labels"] = {}
+    for pod in kube.pods:
+        pod["metadata"]["labels"] |= {labels.COMMIT: "unknown", labels.TEAM: "unknown"}
+    scraped: dict[tuple[tuple[str, str], ...], list[float]] = {}
+    for run in range(3):  # [T0-60, T0), [T0, T0+60), [T0+60, T0+120)
+        if run == 1:
+            kube.pods[0]["status"] |= {
+                "phase": "Succeeded",
+                "containerStatuses": [{"state": {"terminated": {"finishedAt": "2026-03-01T00:00:30Z"}}}],
+            }
+        acc.run_once()
+        for family in reg.collect():
+            for s in family.samples:
+                if s.name == "statictrain_job_cost_usd_total":
+                    scraped.setdefault(tuple(sorted(s.labels.items())), []).append(s.value)
+        clock.now += timedelta(seconds=60)
+    per_job: dict[str, float] = {}
+    label_sets: dict[str, set[tuple[str, str]]] = {}
+    for key, values in scraped.items():
+        lab = dict(key)
+        per_job[lab["job_name"]] = per_job.get(lab["job_name"], 0.0) + values[-1]  # each series from zero
+        label_sets.setdefault(lab["job_name"], set()).add((lab["commit"], lab["team"]))
+    gpu_hour = 36 / 8  # the node's price per GPU-hour; each pod holds 2 GPUs
+    assert per_job["a"] == pytest.approx(2 * gpu_hour * 90 / 3600)  # ran from T0-60 s to T0+30 s
+    assert per_job["b"] == pytest.approx(2 * gpu_hour * 180 / 3600)  # ran through all three windows
+    assert label_sets == {"a": {("unknown", "unknown")}, "b": {("unknown", "unknown")}}
+
+
+class IdleCounterProm(SeriesProm):
+    """Job b's sidecar also counts idle GPU-seconds below 5 %: 1 GPU-second per second, on its 2 GPUs."""
+
+    def query(self, query: str, at: float) -> list[Series]:
+        if query.startswith('statictrain_gpu_idle_seconds_total{below="0.05"}['):
+            t = [float(x) for x in range(math.ceil((at - 700) / 5) * 5, math.ceil(at + 0.001), 5) if x < at + 0.001]
+            return [Series({"pod_uid": "u2", "below": "0.05"}, tuple(Sample(x, x - POD_START) for x in t))]
+        return super().query(query, at)
+
+
+def test_idle_comes_from_the_sidecars_counter_when_it_counts_at_the_accounting_threshold() -> None:
+    acc, kube, _, _ = make(IdleCounterProm())
+    acc.run_once()  # [T0-60, T0): b's samples say 0 % all along, its counter 60 GPU-s of 120: half idle
+    assert kube.jobs[("ns", "b")]["status"]["cost"]["idleUSD"] == "0.075000000000"
+    other, kube2, _, _ = make(IdleCounterProm())
+    other.settings = CostSettings(interval_s=60, query_step_s=5, idle_threshold=0.1)
+    other.run_once()  # counted at another threshold: not read; from the samples, all idle
+    assert kube2.jobs[("ns", "b")]["status"]["cost"]["idleUSD"] == "0.150000000000"

@@ -118,6 +118,33 @@ def test_idle_is_judged_per_gpu_and_silent_gpus_are_gaps() -> None:
     assert b.pods[0].gap_seconds == 3600 * 3 / 4
 
 
+def test_idle_from_the_sidecars_counter_is_its_increase_whatever_the_samples_say() -> None:
+    """The counter (GPU-seconds below the threshold, summed over the pod's GPUs) wins over utilization
+    samples that placed a stall's end a scrape late; windows tile it: two half-hours give the hour's idle."""
+    late = flat(0.0, 1000.0, 1960.0) + flat(0.9, 1960.0, 4600.0)  # samples: 960 s idle on each GPU
+    counted = Counter(100.0, (Sample(1500.0, 1000.0), Sample(1900.0, 1900.0), Sample(4000.0, 1900.0)), 990.0)
+    usage = {"u1": PodUsage(utilization={"a": late, "b": late}, idle_gpu_seconds=[counted])}
+    a = allocate(W, [NODE], [pod("u1", gpus=2)], usage)
+    assert a.pods[0].idle_usd == Decimal(2)  # 1800 GPU-s of 7200: a quarter of 2 GPUs x 4 $/GPU-h
+    halves = [Window(1000.0, 2800.0), Window(2800.0, 4600.0)]
+    split = [Counter(100.0, counted.samples[:2], 990.0), Counter(1900.0, counted.samples[2:], 1900.0)]
+    parts = [allocate(w, [NODE], [pod("u1", gpus=2)], {"u1": PodUsage(idle_gpu_seconds=[c])}) for w, c in zip(
+        halves, split, strict=True)]
+    assert sum((p.pods[0].idle_usd for p in parts), Decimal(0)) == Decimal(2)
+
+
+def test_idle_counted_during_a_scrape_gap_counts_in_full_in_the_window_its_next_sample_lands_in() -> None:
+    """Prometheus misses 8 s of a stall (seen in the oracle: capping each window at its runtime lost 6 s of
+    the 20 s): no sample in the first 2 s window, then one holding the whole 3.6 s; the two windows add up."""
+    windows = [Window(1000.0, 1002.0), Window(1002.0, 1004.0)]
+    counters = [Counter(0.0, (), 999.9), Counter(0.0, (Sample(1003.5, 3.6),), 999.9)]
+    parts = [
+        allocate(w, [NODE], [pod("u1", gpus=1)], {"u1": PodUsage(idle_gpu_seconds=[c])})
+        for w, c in zip(windows, counters, strict=True)
+    ]
+    assert sum((p.pods[0].idle_usd for p in parts), Decimal(0)) == Decimal("0.004")  # 3.6 GPU-s at 4 $/GPU-h
+
+
 def test_no_utilization_data_is_all_gap_not_idle() -> None:
     a = allocate(W, [NODE], [pod("u1")])
     assert a.pods[0].idle_usd == 0 and a.pods[0].gap_seconds == 3600.0

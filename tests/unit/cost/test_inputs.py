@@ -16,6 +16,7 @@ from statictrain_operator.cost.inputs import (
     node_info,
     parse_quantity,
     pod_info,
+    prev_query,
     usage_queries,
 )
 from statictrain_operator.prom import Series, parse_result
@@ -116,6 +117,16 @@ def test_usage_queries_read_raw_samples_of_the_half_open_window() -> None:
     q = usage_queries(Window(1000.0, 1030.0), 600.0)
     assert q["util"] == ("statictrain_gpu_utilization_ratio[630000ms]", 1029.999)
     assert q["tokens"][0] == "statictrain_train_tokens_total[630000ms]"
+    assert q["idle"][0] == 'statictrain_gpu_idle_seconds_total{below="0.05"}[630000ms]'  # the default threshold
+
+
+def test_the_idle_counter_is_read_at_the_accounting_threshold_only() -> None:
+    w = Window(1000.0, 1030.0)
+    assert usage_queries(w, 600.0, 0.1)["idle"][0] == 'statictrain_gpu_idle_seconds_total{below="0.1"}[630000ms]'
+    q, _ = prev_query("idle", ["u2", "u1"], w, 900.0, 0.1)
+    assert q == 'last_over_time(statictrain_gpu_idle_seconds_total{below="0.1",pod_uid=~"u1|u2"}[900000ms])'
+    idle = [Series({"pod_uid": "u1", "below": "0.1"}, (Sample(990, 4.0), Sample(1010, 6.0)))]
+    assert build_usage(w, {"idle": idle})["u1"].idle_gpu_seconds == [Counter(4.0, (Sample(1010, 6.0),), 990)]
 
 
 def test_parse_result_drops_nan() -> None:

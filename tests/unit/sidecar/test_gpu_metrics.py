@@ -147,6 +147,30 @@ def test_busy_seconds_integrate_utilization_between_ticks(rig: Any, fake_nvml: A
     assert r.value(metrics.GPU_BUSY_SECONDS_TOTAL, **G1) == pytest.approx(3 * 0.10)
 
 
+def test_idle_seconds_count_ticks_below_the_threshold_summed_over_the_gpus(rig: Any, fake_nvml: Any) -> None:
+    nvml = fake_nvml()  # GPU 0 at 87 %, GPU 1 at 10 %
+    r = rig(nvml)
+    r.sampler.tick(10.0)  # first tick only starts the clock
+    assert r.value(metrics.GPU_IDLE_SECONDS_TOTAL, below="0.05") == 0
+    nvml.gpus[1].util_gpu = 4
+    r.sampler.tick(12.0)  # 2 s: GPU 1 below 5 %
+    nvml.gpus[0].util_gpu = 0
+    r.sampler.tick(12.5)  # 0.5 s: both
+    nvml.gpus[0].util_gpu = 5  # at the threshold: not below it
+    r.sampler.tick(13.0)  # 0.5 s: GPU 1 only
+    assert r.value(metrics.GPU_IDLE_SECONDS_TOTAL, below="0.05") == pytest.approx(2 + 2 * 0.5 + 0.5)
+    assert r.value(metrics.GPU_IDLE_SECONDS_TOTAL, **G0, below="0.05") is None  # per pod, no GPU labels
+
+
+def test_idle_seconds_are_absent_when_a_gpus_utilization_is_not_supported(
+    rig: Any, fake_nvml: Any, gpu: Any
+) -> None:
+    r = rig(fake_nvml([gpu(0, "GPU-x", fail={"nvmlDeviceGetUtilizationRates": NOT_SUPPORTED})]))
+    r.sampler.tick(1.0)
+    r.sampler.tick(2.0)
+    assert metrics.GPU_IDLE_SECONDS_TOTAL not in r.names()  # idle unknown, not 0
+
+
 def test_select_by_index_or_uuid(rig: Any, fake_nvml: Any) -> None:
     r = rig(fake_nvml(), select=[G1["gpu_uuid"]])
     assert r.value(metrics.GPU_POWER_WATTS, **G1) == 100.0

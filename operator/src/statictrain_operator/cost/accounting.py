@@ -22,14 +22,15 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Protocol
 
-from statictrain import api, invariants, labels
+from statictrain import api, invariants
 from statictrain.conditions import BUDGET_WARNING
 from statictrain.cost import Allocation, JobCost, JobKey, NodeInfo, PodInfo, PodUsage, Window, allocate
 from statictrain.money import ZERO, parse_usd
 from statictrain.pricing import Catalog, FallbackPolicy, NodeFacts, price_node
 
+from statictrain_operator.children import commit_and_team
 from statictrain_operator.cost import budgets
-from statictrain_operator.cost.exporter import CostMetrics
+from statictrain_operator.cost.exporter import CostMetrics, LabelValues
 from statictrain_operator.cost.inputs import (
     build_usage,
     counters_missing_prev,
@@ -101,16 +102,19 @@ def windows(start: float, end: float, longest: float) -> list[Window]:
     return out
 
 
-def _label_values(job: Mapping[str, Any], inc: JobCost | None) -> tuple[str, str, str, str]:
-    """(job_name, namespace, commit, team) of a job's metrics: its own labels, else its pods'."""
+def _label_values(job: Mapping[str, Any]) -> LabelValues:
+    """(job_name, namespace, commit, team) of a job's metrics, from the job alone (as its pods are labelled,
+    children.commit_and_team): the same in every window, whether its pods run, have finished or are gone.
+    Its counters are its status.cost totals, so a label set that changed between windows would start a
+    second series holding the whole total, and a report would count the job twice."""
     meta = job.get("metadata") or {}
-    cr_labels = meta.get("labels") or {}
-    return (
-        meta.get("name", ""),
-        meta.get("namespace", ""),
-        cr_labels.get(labels.COMMIT) or (inc.commit if inc else ""),
-        cr_labels.get(labels.TEAM) or (inc.team if inc else ""),
-    )
+    commit, team = commit_and_team(meta.get("labels") or {})
+    return (meta.get("name", ""), meta.get("namespace", ""), commit, team)
+
+
+def _orphan_label_values(inc: JobCost) -> LabelValues:
+    """Label values of a job whose object is gone: its pods' (copied from the job when they were created)."""
+    return (inc.job, inc.namespace, inc.commit, inc.team)
 
 
 def _key(job: Mapping[str, Any]) -> JobKey:
@@ -140,12 +144,13 @@ class Accountant:
         """Raw samples of the window (and its lookback) per pod UID; ("", error) when Prometheus fails."""
         lookback = max(self.settings.counter_lookback_s, self.settings.max_gap_s)
         try:
-            series = {k: self.prom.query(q, at) for k, (q, at) in usage_queries(window, lookback).items()}
+            below = self.settings.idle_threshold
+            series = {k: self.prom.query(q, at) for k, (q, at) in usage_queries(window, lookback, below).items()}
             started = {p.uid: p.started for p in pods}
             prevs: dict[str, dict[str, float]] = {}
             for key, uids in counters_missing_prev(window, series, started, lookback).items():
                 oldest = min(t for u in uids if (t := started.get(u)) is not None)
-                q, at = prev_query(key, uids, window, window.start - oldest + 60.0)
+                q, at = prev_query(key, uids, window, window.start - oldest + 60.0, below)
                 prevs[key] = {s.labels.get("pod_uid", ""): s.samples[-1].v for s in self.prom.query(q, at) if s.samples}
         except (PrometheusUnavailableError, PrometheusQueryError) as e:
             return {}, str(e)
@@ -262,7 +267,7 @@ class Accountant:
             result.patched = previous.patched
             result.window = Window(previous.window.start, window.end)
         at = datetime.fromtimestamp(window.end, UTC)
-        window_costs: list[JobCost] = []
+        window_costs: list[tuple[LabelValues, JobCost]] = []
         for key in jobs:
             prev = costs[key]
             since = parse_time(prev.get("updated"))
@@ -289,7 +294,7 @@ class Accountant:
                 finished=status.get("phase") in api.FINISHED_PHASES,
             )
             if inc is not None:  # in the metrics even when the job was deleted since it was listed
-                window_costs.append(inc)
+                window_costs.append((_label_values(jobs[key]), inc))
                 result.job_costs[key] = _add(result.job_costs.get(key), inc)
             patch: dict[str, Any] = {"cost": new_cost}
             warn = budgets.warning(jobs[key], new_cost, had=_condition(jobs[key], BUDGET_WARNING) is not None)
@@ -305,17 +310,16 @@ class Accountant:
         state.add(window.end, alloc.nodes)
         if not self.kube.write_state(state.to_json()):
             log.warning("cost state not saved; a restarted operator would account nodes again from an older mark")
-        totals: dict[tuple[str, ...], Mapping[str, Any]] = {
-            _label_values(jobs[k], result.job_costs.get(k)): c for k, c in costs.items() if c.get("usd")
+        totals: dict[LabelValues, Mapping[str, Any]] = {
+            _label_values(jobs[k]): c for k, c in costs.items() if c.get("usd")
         }
-        self.metrics.add_run(
-            [*window_costs, *orphans.values()], alloc, checks, totals=totals, node_totals=state.floats()
-        )
+        window_costs += [(_orphan_label_values(inc), inc) for inc in orphans.values()]
+        self.metrics.add_run(window_costs, alloc, checks, totals=totals, node_totals=state.floats())
         return result
 
     def _after_window(self, job: Mapping[str, Any], new_cost: Mapping[str, Any], now: datetime,
                       result: RunResult, key: JobKey) -> None:  # fmt: skip
-        labels_v = _label_values(job, result.job_costs.get(key))
+        labels_v = _label_values(job)
         limit = ((job.get("spec") or {}).get("budget") or {}).get("limitUSD")
         budget_f: float | None = None
         if limit:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -89,7 +89,7 @@ class CostMetrics:
 
     def add_run(
         self,
-        jobs: list[JobCost],
+        jobs: Sequence[tuple[LabelValues, JobCost]],
         alloc: Allocation,
         checks: tuple[Check, ...] = (),
         *,
@@ -97,8 +97,9 @@ class CostMetrics:
         node_totals: Mapping[str, tuple[float, float]] | None = None,
     ) -> None:
         """One accounting window, atomically: job flags; job totals set from ``totals`` (status.cost by
-        label values), the other ``jobs`` added as increments; node totals set from ``node_totals`` (the
-        ledger: usd, idle), else ``alloc``'s node costs added; the invariant checks."""
+        label values), the other ``jobs`` (label values, increment) added as increments; node totals set
+        from ``node_totals`` (the ledger: usd, idle), else ``alloc``'s node costs added; the invariant
+        checks."""
         totals = totals or {}
         with self._lock:
             for lv, cost in totals.items():
@@ -108,8 +109,7 @@ class CostMetrics:
                 self._invariant_ok[chk.name] = 1.0 if chk.ok else 0.0
                 self._invariant_failures[chk.name] += 0.0 if chk.ok else 1.0
             self._unpriced = {(p.split("/", 1)[0], p.split("/", 1)[-1]) for p in alloc.unpriced_pods}
-            for job in jobs:
-                lv = (job.job, job.namespace, job.commit, job.team)
+            for lv, job in jobs:
                 for flag in job.flags:
                     self._flags[(*lv, flag)] += 1
                 if lv in totals:

@@ -17,7 +17,16 @@ from decimal import Decimal
 from typing import Any
 
 from statictrain import labels, metrics
-from statictrain.cost import DEFAULT_WEIGHTS, NodeInfo, PodInfo, PodUsage, ResourcePrices, Window
+from statictrain.cost import (
+    DEFAULT_WEIGHTS,
+    IDLE_THRESHOLD,
+    NodeInfo,
+    PodInfo,
+    PodUsage,
+    ResourcePrices,
+    Window,
+    below_label,
+)
 from statictrain.counters import Counter, Sample
 from statictrain.money import parse_usd
 from statictrain.pricing import NodeFacts
@@ -175,8 +184,10 @@ COUNTERS = {
     "tokens": metrics.TRAIN_TOKENS_TOTAL,
     "steps": metrics.TRAIN_STEPS_TOTAL,
     "compile": metrics.TRAIN_COMPILE_SECONDS,
+    "idle": metrics.GPU_IDLE_SECONDS_TOTAL,
 }
-"""Per-process counters of the sidecar, keyed by pod_uid (compile seconds only grow within a process)."""
+"""Per-process counters of the sidecar, keyed by pod_uid (compile seconds only grow within a process; the
+idle counter is read at the accounting threshold only, see ``_counter_labels``)."""
 HELD = {"util": metrics.GPU_UTILIZATION_RATIO, "step": metrics.TRAIN_STEP}
 """Gauges held until their next sample, keyed by pod_uid."""
 CADVISOR_CPU = "container_cpu_usage_seconds_total"
@@ -186,19 +197,28 @@ EPSILON_S = 0.001
 """Range selectors are evaluated at ``end - 1 ms``: on Prometheus' millisecond grid they then hold ``[start, end)``."""
 
 
-def usage_queries(window: Window, lookback_s: float) -> dict[str, tuple[str, float]]:
-    """key -> (PromQL, evaluation time) of one accounting window: raw samples in ``[start - lookback, end)``."""
+def _counter_labels(key: str, idle_below: float) -> dict[str, str]:
+    return {"below": below_label(idle_below)} if key == "idle" else {}
+
+
+def usage_queries(
+    window: Window, lookback_s: float, idle_below: float = IDLE_THRESHOLD
+) -> dict[str, tuple[str, float]]:
+    """key -> (PromQL, evaluation time) of one accounting window: raw samples in ``[start - lookback, end)``;
+    the idle counter counted below ``idle_below``."""
     rng = range_duration(window.seconds + lookback_s)
     at = window.end - EPSILON_S
-    out = {k: (f"{selector(m)}[{rng}]", at) for k, m in {**COUNTERS, **HELD}.items()}
+    out = {k: (f"{selector(m, _counter_labels(k, idle_below))}[{rng}]", at) for k, m in {**COUNTERS, **HELD}.items()}
     out["cpu"] = (f"{selector(CADVISOR_CPU, matchers=_REAL_CONTAINER)}[{rng}]", at)
     out["memory"] = (f"{selector(CADVISOR_MEMORY, matchers=_REAL_CONTAINER)}[{rng}]", at)
     return out
 
 
-def prev_query(key: str, uids: Iterable[str], window: Window, lookback_s: float) -> tuple[str, float]:
+def prev_query(
+    key: str, uids: Iterable[str], window: Window, lookback_s: float, idle_below: float = IDLE_THRESHOLD
+) -> tuple[str, float]:
     """The last value before the window of counter ``key`` for these pod UIDs, looking back ``lookback_s``."""
-    sel = selector(COUNTERS[key], any_of={"pod_uid": sorted(set(uids))})
+    sel = selector(COUNTERS[key], _counter_labels(key, idle_below), any_of={"pod_uid": sorted(set(uids))})
     return f"last_over_time({sel}[{range_duration(lookback_s)}])", window.start - EPSILON_S
 
 
@@ -288,5 +308,6 @@ def build_usage(
             step=step.get(uid, []),
             cpu_seconds=cpu.get(uid, []),
             memory_bytes=mem.get(uid, []),
+            idle_gpu_seconds=c.get("idle", []),
         )
     return out

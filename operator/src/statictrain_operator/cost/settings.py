@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from statictrain import envconfig
-from statictrain.cost import ResourcePrices
+from statictrain.cost import IDLE_THRESHOLD, ResourcePrices
 from statictrain.money import parse_usd
+
+from statictrain_operator.cost.live_prices import AZURE_URL
 
 __all__ = ["ENV_PREFIX", "CostSettings"]
 
@@ -24,8 +26,9 @@ class CostSettings:
     """Base URL of the Prometheus that scrapes the sidecars and the operator (STATICTRAIN_PROMETHEUS_URL)."""
     interval_s: float = 30.0
     """Seconds between accounting runs (each run accounts the time since the previous one)."""
-    idle_threshold: float = 0.05
-    """Mean GPU utilization ratio below which allocated GPU time counts as idle."""
+    idle_threshold: float = IDLE_THRESHOLD
+    """GPU utilization ratio below which allocated GPU time counts as idle. The sidecars count idle time at
+    the default exactly; at another threshold idle comes from the utilization samples Prometheus holds."""
     max_gap_s: float = 60.0
     """A utilization sample stands for at most this many seconds; longer gaps are flagged."""
     max_catchup_s: float = 3600.0
@@ -52,6 +55,8 @@ class CostSettings:
     """``namespace/name`` of a ConfigMap whose key ``prices.csv`` holds custom prices; empty: none."""
     live_providers: str = ""
     """Comma-separated live price providers to use (``azure``); empty: catalog only."""
+    live_azure_url: str = AZURE_URL
+    """The Azure Retail Prices API endpoint (a mirror or proxy where the cluster has no direct egress)."""
     live_cache_dir: str = "/var/cache/statictrain/prices"
     """Directory keeping the last live quotes, used (flagged stale) when the provider is unreachable."""
     live_refresh_s: float = 21600.0
