@@ -101,9 +101,10 @@ seccompProfile:
 {{- end }}
 # Cost accounting: worker pods are priced by UID on the nodes they ran on.
 # Anomaly: restart-from-checkpoint deletes a job's worker pods created before the decision.
+# Application: the optional pre-flight pod of a job (spec.preflight; created, watched label-selected).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, delete]
+  verbs: [get, list, watch, create, delete]
 # Framework (kopf): the heartbeat Lease is watched (label-selected) where the operator watches.
 - apiGroups: [coordination.k8s.io]
   resources: [leases]

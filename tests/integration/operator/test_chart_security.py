@@ -55,7 +55,7 @@ WATCHED = {
     ("workloads.kueue.x-k8s.io", "list"),
     *(("services", v) for v in ("get", "list", "watch", "create")),
     ("persistentvolumeclaims", "create"),
-    *(("pods", v) for v in ("get", "list", "delete")),
+    *(("pods", v) for v in ("get", "list", "watch", "create", "delete")),
     *(("leases.coordination.k8s.io", v) for v in ("get", "list", "watch", "create", "patch")),  # + heartbeat
 }
 # The release's own namespace only: the cost-state ConfigMap (create; get and patch by name).
