@@ -26,8 +26,9 @@ MEMORY = {"gpusPerReplica": 0, "cpu": "100m", "memory": "2Gi"}
 
 
 def preflight_pod(kube: Kube, job: str) -> dict[str, Any] | None:
-    (pod,) = kube.list("pods", f"{labels.JOB}={job},{labels.ROLE}=preflight") or [None]
-    return pod
+    found = kube.list("pods", f"{labels.JOB}={job},{labels.ROLE}=preflight")
+    assert len(found) <= 1, found
+    return found[0] if found else None
 
 
 def status(kube: Kube, job: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from . import builders as b
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 ON = {"enabled": True, "timeoutSeconds": 300}
-BREAK = {"location": "/opt/venv/lib/python3.11/site-packages/statictrain_trainer/examples/graph_break.py:21",
+BREAK: api.GraphBreak = {"location": "/opt/venv/lib/python3.11/site-packages/statictrain_trainer/examples/graph_break.py:21",
          "reason": "Data-dependent branching"}
 
 
@@ -69,7 +69,7 @@ def test_the_pod_runs_the_check_on_the_cpu_as_the_workers_run_restricted() -> No
 
 
 def test_a_result_of_any_size_fits_the_termination_message_and_reads_back() -> None:
-    breaks = [{"location": f"/src/model_{i}.py:{i}" + "x" * 400, "reason": "ü" * 500} for i in range(50)]
+    breaks: list[api.GraphBreak] = [{"location": f"/src/model_{i}.py:{i}" + "x" * 400, "reason": "ü" * 500} for i in range(50)]
     text = preflight_message.encode({"passed": False, "message": "m" * 5000, "graphBreaks": 50, "breaks": breaks})
     assert len(text.encode()) <= preflight_message.MAX_BYTES
     back = preflight_message.decode(text)
@@ -210,7 +210,7 @@ class Cluster:
     def converge(self) -> api.Status:
         asyncio.run(self.c.converge(self.key))
         job = self.api.objects[(port.STJ.path(), *self.key)]
-        return job.get("status") or {}  # type: ignore[no-any-return]
+        return job.get("status") or {}  # type: ignore[return-value]
 
     def pod_ends(self, phase: str, exit_code: int, message: str) -> None:
         path = (port.PODS.path(), self.o.namespace, "gpt2-preflight")
