@@ -19,8 +19,10 @@ from . import builders as b
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 ON = {"enabled": True, "timeoutSeconds": 300}
-BREAK: api.GraphBreak = {"location": "/opt/venv/lib/python3.11/site-packages/statictrain_trainer/examples/graph_break.py:21",
-         "reason": "Data-dependent branching"}
+BREAK: api.GraphBreak = {
+    "location": "/opt/venv/lib/python3.11/site-packages/statictrain_trainer/examples/graph_break.py:21",
+    "reason": "Data-dependent branching",
+}
 
 
 def owner(**spec: Any) -> children.Owner:
@@ -69,7 +71,9 @@ def test_the_pod_runs_the_check_on_the_cpu_as_the_workers_run_restricted() -> No
 
 
 def test_a_result_of_any_size_fits_the_termination_message_and_reads_back() -> None:
-    breaks: list[api.GraphBreak] = [{"location": f"/src/model_{i}.py:{i}" + "x" * 400, "reason": "ü" * 500} for i in range(50)]
+    breaks: list[api.GraphBreak] = [
+        {"location": f"/src/model_{i}.py:{i}" + "x" * 400, "reason": "ü" * 500} for i in range(50)
+    ]
     text = preflight_message.encode({"passed": False, "message": "m" * 5000, "graphBreaks": 50, "breaks": breaks})
     assert len(text.encode()) <= preflight_message.MAX_BYTES
     back = preflight_message.decode(text)
