@@ -148,13 +148,15 @@ class Converger:
             pod = self._observed(key, "Pod", self.preflight_pod(key))
             pre, held = preflight.gate(owner, self.rt.settings, pod, current.get("preflight"))
         queue_name = queueing.queue_name(owner)
-        seen = await self._queue(owner, queue_name, job) if queue_name and not finished and not held else None
+        seen = await self._queue(owner, queue_name, job) if queue_name and not finished and held is None else None
         queued = seen is not None and seen.kueue
+        if queued and seen is not None:
+            await self._activate(owner, seen.workload)
         desired = self._desired(key, view, queued)
         plan = held if held is not None else reconcile.plan(
             owner, self.rt.settings, svc, job, finished=finished, desired=desired
         )
-        if plan.create and held:  # the pre-flight pod (a 409: the watch is behind, it brings the pod)
+        if plan.create and held is not None:  # the pre-flight pod (a 409: the watch is behind, it brings the pod)
             if not await self._create(key, plan.create[0]):
                 plan = reconcile.Plan(wait="the pre-flight pod exists; waiting for the watch to bring it")
         elif plan.create:  # create the missing children concurrently, then do the rest of the plan
@@ -211,6 +213,14 @@ class Converger:
             found = await kube.list(port.WORKLOADS, owner.namespace, label_selector=f"{labels.KUEUE_JOB_UID}={uid}")
             workload = found[0] if found else None
         return queueing.Observed(kueue=True, local_queue=local_queue, workload=workload)
+
+    async def _activate(self, owner: children.Owner, workload: Mapping[str, Any] | None) -> None:
+        """spec.suspend to the Workload's spec.active (Kueue owns the Job's suspend)."""
+        patch = queueing.workload_patch(owner.spec, workload)
+        if patch is not None and workload is not None:
+            name = workload["metadata"]["name"]
+            await self.rt.kube.merge_patch(port.WORKLOADS, owner.namespace, name, patch)
+            self.logger.info(f"{owner.namespace}/{owner.name}: Workload {name} active={patch['spec']['active']}")
 
     @staticmethod
     def _queue_status(name: str | None, seen: queueing.Observed | None) -> dict[str, Any]:
