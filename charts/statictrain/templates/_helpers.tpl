@@ -81,10 +81,14 @@ seccompProfile:
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
-# Application: a job in a Kueue queue shows its LocalQueue and Kueue's Workload (admission, flavor).
+# Application: a job in a Kueue queue shows its LocalQueue and Kueue's Workload (admission, flavor);
+# spec.suspend of the job sets the Workload's spec.active.
 - apiGroups: [kueue.x-k8s.io]
-  resources: [localqueues, workloads]
+  resources: [localqueues]
   verbs: [list]
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
+  verbs: [list, patch]
 # Application: the headless Service of each job's workers (watched, label-selected, to recreate it).
 - apiGroups: [""]
   resources: [services]
