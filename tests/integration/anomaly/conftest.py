@@ -50,13 +50,15 @@ def steps(cluster: Any, namespace: str) -> Iterator[Callable[..., Trainer]]:
     def start(job: str, step_s: float, gpu_util: float | None = None) -> Trainer:
         t = Trainer(step_s, threading.Event(), gpu_util=gpu_util)
         child = hist_metric.labels(job, namespace, "c1", "t", f"{job}-0", f"uid-{job}")
-        gpu = util.labels(job, namespace, "c1", "t", f"{job}-0", f"uid-{job}", "0")
+        gpu_labels = (job, namespace, "c1", "t", f"{job}-0", f"uid-{job}", "0")
 
         def loop() -> None:
             while not t.stop.is_set():
                 child.observe(t.step_s)
                 if t.gpu_util is not None:
-                    gpu.set(t.gpu_util)
+                    # The series exists only once a value is set: a labelled child made up front
+                    # is exported as 0 (a busy-free GPU that test_bad_series saw as a finite point).
+                    util.labels(*gpu_labels).set(t.gpu_util)
                 t.stop.wait(0.05)
 
         t.thread = threading.Thread(target=loop, daemon=True)

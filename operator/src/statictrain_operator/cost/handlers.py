@@ -105,7 +105,9 @@ class CostRuntime:
             regions = sorted({f.region for f in facts if f.region and f.instance_type in skus})
             if skus and self._live_schedule.due(now):
                 cache = Path(self.settings.live_cache_dir)
-                quotes, fresh = await asyncio.to_thread(refresh_azure, _urlopen, regions, skus, now, cache)
+                quotes, fresh = await asyncio.to_thread(
+                    refresh_azure, _urlopen, regions, skus, now, cache, base_url=self.settings.live_azure_url
+                )
                 self._live = quotes or self._live
                 self._live_schedule = self._live_schedule.after(fresh, now)
 

@@ -66,7 +66,7 @@ def parse_azure_items(items: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str
     return out
 
 
-def azure_query_url(regions: Sequence[str], skus: Sequence[str]) -> str:
+def azure_query_url(regions: Sequence[str], skus: Sequence[str], base_url: str = AZURE_URL) -> str:
     def quote_list(field: str, values: Sequence[str]) -> str:
         return "(" + " or ".join(f"{field} eq '{v.replace(chr(39), '')}'" for v in sorted(set(values))) + ")"
 
@@ -74,12 +74,14 @@ def azure_query_url(regions: Sequence[str], skus: Sequence[str]) -> str:
         f"serviceName eq 'Virtual Machines' and priceType eq 'Consumption' and "
         f"{quote_list('armRegionName', regions)} and {quote_list('armSkuName', skus)}"
     )
-    return f"{AZURE_URL}?{urllib.parse.urlencode({'$filter': flt})}"
+    return f"{base_url}?{urllib.parse.urlencode({'$filter': flt})}"
 
 
-def fetch_azure(urlopen: Urlopen, regions: Sequence[str], skus: Sequence[str], now: datetime) -> LiveQuotes:
+def fetch_azure(
+    urlopen: Urlopen, regions: Sequence[str], skus: Sequence[str], now: datetime, *, base_url: str = AZURE_URL
+) -> LiveQuotes:
     """All pages of the filtered query; raises OSError/ValueError when the API cannot be read."""
-    url: str | None = azure_query_url(regions, skus)
+    url: str | None = azure_query_url(regions, skus, base_url)
     items: list[Mapping[str, Any]] = []
     for _ in range(MAX_PAGES):
         if not url:
@@ -136,12 +138,18 @@ class RefreshSchedule:
 
 
 def refresh_azure(
-    urlopen: Urlopen, regions: Sequence[str], skus: Sequence[str], now: datetime, cache_dir: Path
+    urlopen: Urlopen,
+    regions: Sequence[str],
+    skus: Sequence[str],
+    now: datetime,
+    cache_dir: Path,
+    *,
+    base_url: str = AZURE_URL,
 ) -> tuple[LiveQuotes | None, bool]:
     """(quotes, fresh): fresh quotes (saved to disk), else the last saved ones (the pricer flags them
     stale by age) with fresh False, so the caller retries soon (:class:`RefreshSchedule`)."""
     try:
-        quotes = fetch_azure(urlopen, regions, skus, now)
+        quotes = fetch_azure(urlopen, regions, skus, now, base_url=base_url)
     except (OSError, ValueError) as e:
         log.warning("Azure Retail Prices API unreachable (%s); using the on-disk copy if any", e)
         return load("azure", cache_dir), False

@@ -11,6 +11,8 @@ from statictrain import envconfig
 from statictrain.cost import ResourcePrices
 from statictrain.money import parse_usd
 
+from statictrain_operator.cost.live_prices import AZURE_URL
+
 __all__ = ["ENV_PREFIX", "CostSettings"]
 
 ENV_PREFIX = "STATICTRAIN_COST_"
@@ -52,6 +54,8 @@ class CostSettings:
     """``namespace/name`` of a ConfigMap whose key ``prices.csv`` holds custom prices; empty: none."""
     live_providers: str = ""
     """Comma-separated live price providers to use (``azure``); empty: catalog only."""
+    live_azure_url: str = AZURE_URL
+    """The Azure Retail Prices API endpoint (a mirror or proxy where the cluster has no direct egress)."""
     live_cache_dir: str = "/var/cache/statictrain/prices"
     """Directory keeping the last live quotes, used (flagged stale) when the provider is unreachable."""
     live_refresh_s: float = 21600.0
