@@ -81,10 +81,14 @@ seccompProfile:
 - apiGroups: [batch]
   resources: [jobs]
   verbs: [get, list, watch, create, patch, delete]
-# Application: a job in a Kueue queue shows its LocalQueue and Kueue's Workload (admission, flavor).
+# Application: a job in a Kueue queue shows its LocalQueue and Kueue's Workload (admission, flavor);
+# spec.suspend of the job sets the Workload's spec.active.
 - apiGroups: [kueue.x-k8s.io]
-  resources: [localqueues, workloads]
+  resources: [localqueues]
   verbs: [list]
+- apiGroups: [kueue.x-k8s.io]
+  resources: [workloads]
+  verbs: [list, patch]
 # Application: the headless Service of each job's workers (watched, label-selected, to recreate it).
 - apiGroups: [""]
   resources: [services]
@@ -101,9 +105,10 @@ seccompProfile:
 {{- end }}
 # Cost accounting: worker pods are priced by UID on the nodes they ran on.
 # Anomaly: restart-from-checkpoint deletes a job's worker pods created before the decision.
+# Application: the optional pre-flight pod of a job (spec.preflight; created, watched label-selected).
 - apiGroups: [""]
   resources: [pods]
-  verbs: [get, list, delete]
+  verbs: [get, list, watch, create, delete]
 # Framework (kopf): the heartbeat Lease is watched (label-selected) where the operator watches.
 - apiGroups: [coordination.k8s.io]
   resources: [leases]

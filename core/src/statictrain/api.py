@@ -30,9 +30,10 @@ Phase = Literal[
     "Pending", "Created", "Compiling", "Running", "Restarting", "Suspended", "Succeeded", "Failed"
 ]
 ConditionType = Literal[
-    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Admitted", "BudgetExceeded",
-    "BudgetWarning", "Remediation",
+    "Created", "Running", "Restarting", "Suspended", "Succeeded", "Failed", "Admitted", "PreflightPassed",
+    "BudgetExceeded", "BudgetWarning", "Remediation",
 ]
+PreflightPhase = Literal["Running", "Passed", "Failed"]
 ConditionStatus = Literal["True", "False", "Unknown"]
 Severity = Literal["Info", "Warning", "Critical"]
 TolerationOperator = Literal["Exists", "Equal"]
@@ -56,11 +57,13 @@ CONDITION_TYPES: Final[tuple[ConditionType, ...]] = (
     "Succeeded",
     "Failed",
     "Admitted",
+    "PreflightPassed",
     "BudgetExceeded",
     "BudgetWarning",
     "Remediation",
 )
-"""Lifecycle conditions and Admitted (the converger; Admitted only for a job in a Kueue queue), then
+"""Lifecycle conditions, Admitted and PreflightPassed (the converger; Admitted only for a job in a Kueue
+queue, PreflightPassed only with spec.preflight.enabled), then
 BudgetExceeded and BudgetWarning (cost part) and Remediation (anomaly part)."""
 FINISHED_PHASES: Final[frozenset[str]] = frozenset({"Succeeded", "Failed"})
 MAX_ANOMALIES: Final = 20
@@ -149,6 +152,11 @@ class RunPolicy(TypedDict, total=False):
     terminationGracePeriodSeconds: int
 
 
+class Preflight(TypedDict, total=False):
+    enabled: bool
+    timeoutSeconds: int
+
+
 class EnvVar(TypedDict, total=False):
     name: str
     value: str
@@ -170,6 +178,7 @@ class Spec(TypedDict, total=False):
     remediation: Remediation
     runPolicy: RunPolicy
     suspend: bool
+    preflight: Preflight
     env: list[EnvVar]
 
 
@@ -263,6 +272,27 @@ class QueueStatus(TypedDict, total=False):
     message: str
 
 
+class GraphBreak(TypedDict, total=False):
+    location: str
+    reason: str
+
+
+class PreflightResult(TypedDict, total=False):
+    """What the pre-flight pod reports in its termination message (statictrain.preflight_message)."""
+
+    passed: bool
+    message: str
+    graphBreaks: int
+    breaks: list[GraphBreak]
+    recompiles: int
+    peakMemoryBytes: int
+
+
+class PreflightStatus(PreflightResult, total=False):
+    phase: PreflightPhase
+    pod: str
+
+
 class Status(TypedDict, total=False):
     phase: Phase
     observedGeneration: int
@@ -280,6 +310,7 @@ class Status(TypedDict, total=False):
     anomalies: list[Anomaly]
     remediation: RemediationStatus
     queue: QueueStatus
+    preflight: PreflightStatus
 
 
 # ----------------------------------------------------------------------------- defaults
@@ -301,5 +332,6 @@ DEFAULTS: Final[Spec] = {
     "remediation": {"mode": "Recommend"},
     "runPolicy": {"backoffLimit": 3, "terminationGracePeriodSeconds": 120},
     "suspend": False,
+    "preflight": {"enabled": False, "timeoutSeconds": 900},
 }
 """The CRD's defaults, for bodies that did not pass through the API server."""

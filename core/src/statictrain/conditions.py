@@ -37,7 +37,7 @@ ANOMALY_TYPES: Final[tuple[ConditionType, ...]] = (REMEDIATION,)
 LIFECYCLE_TYPES: Final[tuple[ConditionType, ...]] = tuple(
     t for t in CONDITION_TYPES if t not in (*COST_TYPES, *ANOMALY_TYPES)
 )
-"""Created, Running, Restarting, Suspended, Succeeded, Failed, Admitted: written by the converger only."""
+"""Created, Running, Restarting, Suspended, Succeeded, Failed, Admitted, PreflightPassed: the converger's only."""
 
 
 class Reason:
@@ -54,6 +54,9 @@ class Reason:
     COMPLETED: Final = "Completed"
     SUSPENDED: Final = "Suspended"
     QUEUED: Final = "Queued"
+    PREFLIGHT_RUNNING: Final = "PreflightRunning"
+    PREFLIGHT_PASSED: Final = "PreflightPassed"
+    PREFLIGHT_FAILED: Final = "PreflightFailed"
     PHASE_CHANGED: Final = "PhaseChanged"
     # budget (cost part)
     WITHIN_BUDGET: Final = "WithinBudget"

@@ -37,6 +37,9 @@ __all__ = [
     "EXIT_PREEMPTED",
     "EXIT_USER_ERROR",
     "LAUNCH_COMMAND",
+    "PREFLIGHT",
+    "PREFLIGHT_START_MARGIN_S",
+    "PREFLIGHT_SUFFIX",
     "PROFILE_TOKEN_DIR",
     "PROFILE_TOKEN_SUFFIX",
     "PROFILE_TOKEN_VOLUME",
@@ -54,6 +57,8 @@ __all__ = [
     "owner_reference",
     "pod_failure_policy",
     "pod_template",
+    "preflight_name",
+    "preflight_pod",
     "profile_token_secret",
     "profile_token_secret_name",
     "selector",
@@ -78,6 +83,12 @@ PROFILE_TOKEN_DIR = "/var/run/statictrain-profile"
 PROFILE_TOKEN_KEY = "token"
 LAUNCH_COMMAND = ("statictrain-launch", "--module", "statictrain_trainer.main")
 """The trainer container's command: torchrun's agent with the workers' exit codes (statictrain_trainer.launch)."""
+PREFLIGHT = "preflight"
+"""Container name and role label of the pre-flight pod."""
+PREFLIGHT_SUFFIX = "-preflight"
+PREFLIGHT_START_MARGIN_S = 120
+"""Seconds the pre-flight pod gets beyond spec.preflight.timeoutSeconds (image, imports) before it is stopped."""
+TERMINATION_LOG = "/dev/termination-log"
 COMPLETION_INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 UNKNOWN = "unknown"
 # Trainer exit codes (statictrain.exitcodes, shared with the trainer).
@@ -408,6 +419,14 @@ _CONTAINER_SECURITY = {
 }
 
 
+_POD_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 10001,
+    "fsGroup": 10001,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
 def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
     """The worker pod template (everything but the Job-level knobs)."""
     spec = owner.spec
@@ -464,12 +483,7 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": int(_get(spec, "runPolicy", "terminationGracePeriodSeconds")),
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 10001,
-            "fsGroup": 10001,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": _POD_SECURITY,
         "initContainers": [sidecar],
         "containers": [trainer],
         "volumes": volumes,
@@ -551,3 +565,49 @@ def worker_job(owner: Owner, settings: Settings, queue_labels: Mapping[str, str]
     if "activeDeadlineSeconds" in run:
         job_spec["activeDeadlineSeconds"] = int(run["activeDeadlineSeconds"])
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec}
+
+
+def preflight_name(job_name: str) -> str:
+    return job_name + PREFLIGHT_SUFFIX
+
+
+def preflight_pod(owner: Owner, settings: Settings) -> dict[str, Any]:
+    """The CPU-only pod that runs statictrain-preflight on the job's spec before any worker exists.
+
+    The job's image and CPU/memory requests, no GPU; the workers' security settings (non-root, no
+    ServiceAccount token, no privilege) and the operator's placement (scheduler, tolerations, node
+    labels), not the job's GPU placement. Its verdict travels only in the container's termination
+    message (statictrain.preflight_message) and its exit status.
+    """
+    spec = owner.spec
+    timeout = int(_get(spec, "preflight", "timeoutSeconds"))
+    res = spec.get("resources") or {}
+    resources: dict[str, Any] = {"requests": {k: res[k] for k in ("cpu", "memory") if k in res}}
+    if "memory" in res:
+        resources["limits"] = {"memory": res["memory"]}
+    container = {
+        "name": PREFLIGHT,
+        "image": spec["image"],
+        "imagePullPolicy": settings.image_pull_policy,
+        "command": ["statictrain-preflight", "--spec", json.dumps(spec, sort_keys=True),
+                    "--timeout", str(timeout), "--termination-log", TERMINATION_LOG],
+        "resources": resources,
+        "securityContext": _CONTAINER_SECURITY,
+        "terminationMessagePath": TERMINATION_LOG,
+        "terminationMessagePolicy": "File",
+    }
+    pod_spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "activeDeadlineSeconds": timeout + PREFLIGHT_START_MARGIN_S,
+        "schedulerName": settings.scheduler_name,
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "securityContext": _POD_SECURITY,
+        "containers": [container],
+        "tolerations": list(settings.tolerations),
+    }
+    if settings.node_selector:
+        pod_spec["nodeSelector"] = dict(settings.node_selector)
+    meta = _metadata(owner, {labels.ROLE: PREFLIGHT})
+    meta["name"] = preflight_name(owner.name)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": pod_spec}

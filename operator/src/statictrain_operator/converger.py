@@ -14,8 +14,10 @@ on kopf's loop through the Kube port. Children come first: the worker Job's
 create starts before its Service's (and its claim's), and status writes wait
 while any job's children are being created, so under a burst of new jobs
 the connection pool and the API server serve the creates before the status.
-Objects created here are remembered until the watch brings them into the
-index, so a quick second event does not try to create them again. Status is
+With spec.preflight.enabled the pre-flight pod comes before any of them, and
+the workers only after it passed (preflight.py). Objects created here are
+remembered until the watch brings them into the index, so a quick second
+event does not try to create them again. Status is
 written with server-side apply as the converger's own field manager
 (writer.CONVERGER: phase and lifecycle conditions).
 """
@@ -28,7 +30,7 @@ from typing import Any, cast
 
 from statictrain import api, labels
 
-from . import backoff, children, queueing, reconcile, status, writer
+from . import backoff, children, preflight, queueing, reconcile, status, writer
 from .kube import events, port
 from .runtime import Runtime
 
@@ -57,11 +59,11 @@ def owner_of(view: Mapping[str, Any]) -> children.Owner:
 
 
 class Converger:
-    """Converges jobs; `trainingjob`, `worker_job` and `service` look up the indexes by key."""
+    """Converges jobs; ``lookups`` read the indexes by key: (trainingjob, worker_job, service, preflight_pod)."""
 
-    def __init__(self, rt: Runtime, trainingjob: Lookup, worker_job: Lookup, service: Lookup, logger: Any) -> None:
+    def __init__(self, rt: Runtime, lookups: tuple[Lookup, Lookup, Lookup, Lookup], logger: Any) -> None:
         self.rt = rt
-        self.trainingjob, self.worker_job, self.service = trainingjob, worker_job, service
+        self.trainingjob, self.worker_job, self.service, self.preflight_pod = lookups
         self.logger = logger
         self.locks: dict[Key, asyncio.Lock] = {}
         self.recent: dict[Key, dict[str, Mapping[str, Any]]] = {}
@@ -141,12 +143,23 @@ class Converger:
         job = self._observed(key, "Job", self.worker_job(key))
         current: api.Status = view.get("status") or {}
         finished = current.get("phase") in api.FINISHED_PHASES
+        pre, held = None, None
+        if job is None and not finished and preflight.enabled(owner.spec):
+            pod = self._observed(key, "Pod", self.preflight_pod(key))
+            pre, held = preflight.gate(owner, self.rt.settings, pod, current.get("preflight"))
         queue_name = queueing.queue_name(owner)
-        seen = await self._queue(owner, queue_name, job) if queue_name and not finished else None
+        seen = await self._queue(owner, queue_name, job) if queue_name and not finished and held is None else None
         queued = seen is not None and seen.kueue
+        if queued and seen is not None:
+            await self._activate(owner, seen.workload)
         desired = self._desired(key, view, queued)
-        plan = reconcile.plan(owner, self.rt.settings, svc, job, finished=finished, desired=desired)
-        if plan.create:  # create the missing children concurrently, then do the rest of the plan
+        plan = held if held is not None else reconcile.plan(
+            owner, self.rt.settings, svc, job, finished=finished, desired=desired
+        )
+        if plan.create and held is not None:  # the pre-flight pod (a 409: the watch is behind, it brings the pod)
+            if not await self._create(key, plan.create[0]):
+                plan = reconcile.Plan(wait="the pre-flight pod exists; waiting for the watch to bring it")
+        elif plan.create:  # create the missing children concurrently, then do the rest of the plan
             self.creating += 1
             self.no_creates.clear()
             try:
@@ -159,17 +172,17 @@ class Converger:
                     self.no_creates.set()
         if plan.job_patch or plan.delete_job:
             await self._apply(key, owner, plan)
-        queue_fields = self._queue_status(queue_name, seen)
-        new = self._status(view, plan, job, queue_fields)
+        fields: dict[str, Any] = {**self._queue_status(queue_name, seen), "preflight": pre}
+        new = self._status(view, plan, job, fields)
         if new and not self.no_creates.is_set():
             await self.no_creates.wait()  # other jobs' children first; then status from the latest views
             view, job = self.trainingjob(key), self.worker_job(key) or job
             if view is None or view["metadata"].get("deletionTimestamp"):
                 return None
-            new = self._status(view, plan, job, queue_fields)
+            new = self._status(view, plan, job, fields)
         if new:
-            fields = {k: v for k, v in new.items() if k != "conditions"}
-            await self.status.write(view, fields, new.get("conditions") or [], now=self.rt.clock())
+            owned = {k: v for k, v in new.items() if k != "conditions"}
+            await self.status.write(view, owned, new.get("conditions") or [], now=self.rt.clock())
         if queued and seen is not None and seen.workload is None and job is not None:
             return "waiting for Kueue's Workload of the worker Job"
         return plan.wait
@@ -201,6 +214,14 @@ class Converger:
             workload = found[0] if found else None
         return queueing.Observed(kueue=True, local_queue=local_queue, workload=workload)
 
+    async def _activate(self, owner: children.Owner, workload: Mapping[str, Any] | None) -> None:
+        """spec.suspend to the Workload's spec.active (Kueue owns the Job's suspend)."""
+        patch = queueing.workload_patch(owner.spec, workload)
+        if patch is not None and workload is not None:
+            name = workload["metadata"]["name"]
+            await self.rt.kube.merge_patch(port.WORKLOADS, owner.namespace, name, patch)
+            self.logger.info(f"{owner.namespace}/{owner.name}: Workload {name} active={patch['spec']['active']}")
+
     @staticmethod
     def _queue_status(name: str | None, seen: queueing.Observed | None) -> dict[str, Any]:
         if name is None or seen is None or not seen.kueue:
@@ -213,7 +234,7 @@ class Converger:
         view: Mapping[str, Any],
         plan: reconcile.Plan,
         job: Mapping[str, Any] | None,
-        queue_fields: Mapping[str, Any],
+        fields: Mapping[str, Any],
     ) -> api.Status:
         """The job's status fields that change once ``plan`` is applied (empty: none)."""
         meta = view["metadata"]
@@ -225,7 +246,7 @@ class Converger:
             job=job_after(plan, job),
             current=current,
             now=self.rt.clock(),
-            **queue_fields,
+            **fields,
         )
 
     async def _create(self, key: Key, obj: dict[str, Any]) -> bool:

@@ -1,7 +1,7 @@
 """kopf handlers: thin translations of events into calls of the converger and the loops.
 
-- Indexes hold the latest StaticTrainingJobs, worker Jobs and Services in memory.
-- Every event about a job, its worker Job or its Service converges that job
+- Indexes hold the latest StaticTrainingJobs, worker Jobs, Services and pre-flight pods in memory.
+- Every event about a job, its worker Job, its Service or its pre-flight pod converges that job
   (converger.py: reconcile.plan, the kube layer, status.compute) - level-based,
   so a missed or repeated event changes nothing; a resync loop re-converges all.
 - Background loops (loops.py): finished jobs deleted after ttlSecondsAfterFinished;
@@ -23,12 +23,14 @@ from typing import Any
 import kopf
 from statictrain import labels
 
-from . import converger, loops, runtime
+from . import children, converger, loops, runtime
 from .kube import endpoint, heartbeat
 
 __all__ = [
     "heartbeat_seen",
     "login",
+    "preflight_pod_event",
+    "preflight_pods_index",
     "start_loops",
     "stop_loops",
     "trainingjob_event",
@@ -43,8 +45,10 @@ __all__ = [
 STJ = (labels.GROUP, labels.VERSION, labels.PLURAL)
 JOBS = ("batch", "v1", "jobs")
 SERVICES = ("v1", "services")
+PODS = ("v1", "pods")
 LEASES = ("coordination.k8s.io", "v1", "leases")
 MANAGED = {labels.MANAGED_BY: labels.MANAGED_BY_VALUE}
+PREFLIGHT = {**MANAGED, labels.ROLE: children.PREFLIGHT}
 
 
 @kopf.on.login()
@@ -100,6 +104,13 @@ async def worker_services_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     return {key: _snapshot(body)} if key else {}
 
 
+@kopf.index(*PODS, labels=PREFLIGHT)
+async def preflight_pods_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
+    """Pre-flight pods (metadata, spec, status), keyed by their owner's (namespace, name)."""
+    key = _owner_key(body)
+    return {key: _snapshot(body)} if key else {}
+
+
 def _first(index: kopf.Index[Any, Any]) -> converger.Lookup:
     def lookup(key: converger.Key) -> Mapping[str, Any] | None:
         store = index.get(key)
@@ -128,6 +139,13 @@ async def worker_service_event(body: kopf.Body, memo: Any, **_: Any) -> None:
         await runtime.of(memo).converger.converge(key)
 
 
+@kopf.on.event(*PODS, labels=PREFLIGHT)
+async def preflight_pod_event(body: kopf.Body, memo: Any, **_: Any) -> None:
+    key = _owner_key(body)
+    if key:
+        await runtime.of(memo).converger.converge(key)
+
+
 # ----------------------------------------------------------------------------- liveness
 
 
@@ -148,9 +166,12 @@ async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
     rt.index = index
     rt.converger = converger.Converger(
         rt,
-        _first(index),
-        _first(kwargs["worker_jobs_index"]),
-        _first(kwargs["worker_services_index"]),
+        (
+            _first(index),
+            _first(kwargs["worker_jobs_index"]),
+            _first(kwargs["worker_services_index"]),
+            _first(kwargs["preflight_pods_index"]),
+        ),
         logging.getLogger("statictrain.operator"),
     )
     rt.tasks.append(asyncio.create_task(loops.resync_loop(rt, index)))

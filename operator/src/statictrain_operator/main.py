@@ -16,7 +16,7 @@ import kopf
 import prometheus_client
 from statictrain import labels, redact
 
-from . import backoff, essence, leader, runtime, settings
+from . import backoff, children, essence, leader, runtime, settings
 from .anomaly.settings import AnomalySettings
 from .cost.settings import CostSettings
 from .kube import endpoint, heartbeat
@@ -77,6 +77,7 @@ def kopf_settings(s: settings.Settings) -> kopf.OperatorSettings:
     managed = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
     ks.watching.label_selectors["batch", "v1", "jobs"] = managed
     ks.watching.label_selectors["v1", "services"] = managed
+    ks.watching.label_selectors["v1", "pods"] = f"{managed},{labels.ROLE}={children.PREFLIGHT}"
     ks.watching.label_selectors["coordination.k8s.io", "v1", "leases"] = f"{heartbeat.HEARTBEAT_LABEL}=true"
     ks.watching.server_timeout = 300
     # API errors (an outage, 429, 5xx): retried without end, jittered, at most backoff_max_s apart.

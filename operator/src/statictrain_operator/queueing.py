@@ -13,6 +13,11 @@ the quota, and a suspended Job already means "workers stopped, job not failed" t
 the rest of the operator (Kueue's preemption reaches the trainers as the same
 SIGTERM as a suspend, and pod deletions by suspension are not worker failures).
 
+``spec.suspend`` of a queued job goes to the Workload's ``spec.active`` (``workload_patch``):
+Kueue owns the Job's ``suspend`` and would start a suspended admitted Job again; an
+inactive Workload it evicts and does not admit until it is active again. A job created
+suspended can still be admitted in the moment before the operator sees its Workload.
+
 ``status`` turns what the converger read (the LocalQueue, Kueue's Workload of the
 worker Job) into ``status.queue`` and the Admitted condition.
 """
@@ -27,7 +32,7 @@ from statictrain import api, labels
 
 from .children import Owner
 
-__all__ = ["Observed", "admitted_condition", "job_labels", "queue_name", "status"]
+__all__ = ["Observed", "admitted_condition", "job_labels", "queue_name", "status", "workload_patch"]
 
 QUEUED = "Queued"
 ADMITTED = "Admitted"
@@ -54,6 +59,16 @@ class Observed:
     """Kueue's API is served in this cluster (False: the label is ignored, with a warning event)."""
     local_queue: Mapping[str, Any] | None = None
     workload: Mapping[str, Any] | None = None
+
+
+def workload_patch(spec: api.Spec, workload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The merge patch that makes the Workload active exactly when the job is not suspended; None: it is."""
+    if workload is None:
+        return None
+    active = not spec.get("suspend", api.DEFAULTS["suspend"])
+    if (workload.get("spec") or {}).get("active", True) == active:
+        return None
+    return {"spec": {"active": active}}
 
 
 def _condition(obj: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:

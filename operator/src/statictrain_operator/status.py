@@ -19,7 +19,16 @@ from statictrain.conditions import LIFECYCLE_TYPES, Reason, set_condition, times
 
 from . import children
 
-__all__ = ["Verdict", "compute", "conditions_for", "parse_timestamp", "timestamp", "ttl_remaining", "verdict"]
+__all__ = [
+    "Verdict",
+    "compute",
+    "conditions_for",
+    "parse_timestamp",
+    "preflight_condition",
+    "timestamp",
+    "ttl_remaining",
+    "verdict",
+]
 
 
 def parse_timestamp(value: str) -> datetime:
@@ -43,14 +52,24 @@ def _job_condition(job: Mapping[str, Any], *types: str) -> Mapping[str, Any] | N
 
 
 def verdict(
-    spec: api.Spec, job: Mapping[str, Any] | None, current: api.Status, queue: api.QueueStatus | None = None
+    spec: api.Spec,
+    job: Mapping[str, Any] | None,
+    current: api.Status,
+    queue: api.QueueStatus | None = None,
+    preflight: api.PreflightStatus | None = None,
 ) -> Verdict:
-    """The phase a job is in, given its worker Job (None when it does not exist) and, for a job in a
-    Kueue queue, its queue status (queueing.py): a Job that Kueue holds suspended is Pending."""
+    """The phase a job is in, given its worker Job (None when it does not exist), for a job in a
+    Kueue queue its queue status (queueing.py: a Job that Kueue holds suspended is Pending), and
+    while no worker Job exists, its pre-flight check (preflight.py: a failed one fails the job)."""
     suspended = bool(spec.get("suspend", False))
     if job is None:
+        pre_phase, pre_message = (preflight or {}).get("phase"), (preflight or {}).get("message", "")
+        if pre_phase == "Failed":
+            return Verdict("Failed", Reason.PREFLIGHT_FAILED, f"the pre-flight check failed: {pre_message}")
         if suspended:
             return Verdict("Suspended", Reason.SUSPENDED, "spec.suspend is true; no workers exist")
+        if pre_phase == "Running":
+            return Verdict("Pending", Reason.PREFLIGHT_RUNNING, f"the pre-flight check runs first: {pre_message}")
         return Verdict("Pending", Reason.WORKERS_MISSING, "the worker Job does not exist yet")
     done = _job_condition(job, "SuccessCriteriaMet", "Complete")
     if done is not None:
@@ -82,6 +101,16 @@ def verdict(
     return Verdict("Created", Reason.WORKERS_STARTING, f"{ready}/{want} workers ready")
 
 
+def preflight_condition(state: api.PreflightStatus) -> api.Condition:
+    """The PreflightPassed condition: Unknown while the pod runs, then True or False."""
+    phase, message = state.get("phase"), state.get("message", "")
+    if phase == "Passed":
+        return {"type": "PreflightPassed", "status": "True", "reason": Reason.PREFLIGHT_PASSED, "message": message}
+    if phase == "Failed":
+        return {"type": "PreflightPassed", "status": "False", "reason": Reason.PREFLIGHT_FAILED, "message": message}
+    return {"type": "PreflightPassed", "status": "Unknown", "reason": Reason.PREFLIGHT_RUNNING, "message": message}
+
+
 _CONDITION_OF_PHASE: Mapping[str, api.ConditionType] = {
     "Running": "Running",
     "Compiling": "Running",
@@ -99,14 +128,14 @@ def conditions_for(
     current: Sequence[api.Condition],
     now: datetime,
     *,
-    admitted: api.Condition | None = None,
+    given: Sequence[api.Condition] = (),
 ) -> list[api.Condition]:
     """The lifecycle conditions (the converger's): Created is always present; the others appear once
-    true and turn False when the phase moves on; Admitted as given (a job in a Kueue queue).
-    Other parts' conditions in ``current`` are left out."""
+    true and turn False when the phase moves on; ``given`` as they are (Admitted for a job in a Kueue
+    queue, PreflightPassed). Other parts' conditions in ``current`` are left out."""
     conds = [c for c in current if c.get("type") in LIFECYCLE_TYPES]
-    if admitted is not None:
-        conds = set_condition(conds, {**admitted, "observedGeneration": generation}, now)
+    for cond in given:
+        conds = set_condition(conds, {**cond, "observedGeneration": generation}, now)
     created: api.Condition = (
         {
             "type": "Created",
@@ -147,15 +176,18 @@ def compute(
     now: datetime,
     queue: api.QueueStatus | None = None,
     admitted: api.Condition | None = None,
+    preflight: api.PreflightStatus | None = None,
 ) -> api.Status:
-    """The operator-owned part of status; ``queue`` and ``admitted`` for a job in a Kueue queue.
+    """The operator-owned part of status; ``queue`` and ``admitted`` for a job in a Kueue queue,
+    ``preflight`` while the pre-flight check decides about a job without workers.
 
     A job that already Succeeded or Failed keeps that phase even if its
     worker Job is gone (deleted by its TTL or by hand).
     """
     if current.get("phase") in api.FINISHED_PHASES and job is None:
         return {}
-    v = verdict(spec, job, current, queue)
+    v = verdict(spec, job, current, queue, preflight)
+    given = [c for c in (admitted, preflight and preflight_condition(preflight)) if c]
     js = (job or {}).get("status") or {}
     out: api.Status = {
         "phase": v.phase,
@@ -165,12 +197,12 @@ def compute(
         "restarts": int(js.get("failed") or 0),
         "selector": children.selector(name),
         "workers": {"job": children.worker_name(name), "service": children.worker_name(name)},
-        "conditions": conditions_for(
-            v, job is not None, generation, current.get("conditions") or [], now, admitted=admitted
-        ),
+        "conditions": conditions_for(v, job is not None, generation, current.get("conditions") or [], now, given=given),
     }
     if queue is not None:
         out["queue"] = queue
+    if preflight is not None:
+        out["preflight"] = preflight
     if "startTime" in current:
         out["startTime"] = current["startTime"]
     elif v.phase in ("Running", "Compiling"):

@@ -51,6 +51,7 @@ CONVERGER = Part(
         "startTime",
         "completionTime",
         "queue",
+        "preflight",
     ),
     LIFECYCLE_TYPES,
 )

@@ -52,10 +52,10 @@ WATCHED = {
     *(("statictrainingjobs.statictrain.io/status", v) for v in ("get", "patch")),  # no /scale: remediation patches spec
     *(("jobs.batch", v) for v in ("get", "list", "watch", "create", "patch", "delete")),
     ("localqueues.kueue.x-k8s.io", "list"),
-    ("workloads.kueue.x-k8s.io", "list"),
+    *(("workloads.kueue.x-k8s.io", v) for v in ("list", "patch")),
     *(("services", v) for v in ("get", "list", "watch", "create")),
     ("persistentvolumeclaims", "create"),
-    *(("pods", v) for v in ("get", "list", "delete")),
+    *(("pods", v) for v in ("get", "list", "watch", "create", "delete")),
     *(("leases.coordination.k8s.io", v) for v in ("get", "list", "watch", "create", "patch")),  # + heartbeat
 }
 # The release's own namespace only: the cost-state ConfigMap (create; get and patch by name).

@@ -153,6 +153,29 @@ def test_admitted_when_quota_allows_waits_when_not_resumes_when_freed(
     assert kueue_admitted(kube, "second")
 
 
+def test_suspend_of_an_admitted_job_deactivates_its_workload_and_resume_admits_it_again(
+    kube: Kube, make_operator: Any, queue: Any
+) -> None:
+    queue(spot_gpus=GPUS)
+    make_operator()
+    kube.apply(queued("pause"))
+    wait_for(lambda: len(live_pods(kube, "pause")) == 1 and kueue_admitted(kube, "pause"), "the job to run")
+    kube.patch("stj", "pause", {"spec": {"suspend": True}})
+    # Kueue's own objects: the Workload inactive (Kueue admits no inactive Workload), the Job suspended.
+    wl = wait_for(lambda: (w := workload_of(kube, "pause")) and w["spec"].get("active") is False
+                  and not kueue_admitted(kube, "pause") and w, "the Workload deactivated and no longer admitted")
+    evicted = next(c for c in wl["status"]["conditions"] if c["type"] == "Evicted")
+    assert evicted["status"] == "True" and evicted["reason"].startswith("Deactivated"), evicted  # Kueue's own test
+    wait_for(lambda: not live_pods(kube, "pause"), "the workers to stop")
+    wait_for(lambda: status(kube, "pause").get("phase") == "Suspended", "the job Suspended")
+    assert (kube.get("job", "pause-worker") or {})["spec"]["suspend"] is True
+
+    kube.patch("stj", "pause", {"spec": {"suspend": False}})
+    wait_for(lambda: kueue_admitted(kube, "pause") and len(live_pods(kube, "pause")) == 1,
+             "the job admitted again and its worker started")
+    assert (workload_of(kube, "pause") or {})["spec"].get("active", True) is True
+
+
 def test_missing_local_queue_waits_with_a_condition(kube: Kube, make_operator: Any, queue: Any) -> None:
     queue(spot_gpus=GPUS)
     make_operator()

@@ -61,7 +61,7 @@ def make(api: FakeKube, views: dict[converger.Key, Any]) -> converger.Converger:
     def nothing(_key: converger.Key) -> None:
         return None
 
-    return converger.Converger(rt, views.get, nothing, nothing, logging.getLogger("test"))
+    return converger.Converger(rt, (views.get, nothing, nothing, nothing), logging.getLogger("test"))
 
 
 def test_first_converge_creates_both_children_and_sets_status(api: FakeKube) -> None:

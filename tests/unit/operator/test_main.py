@@ -46,6 +46,7 @@ def test_kopf_settings_filter_jobs_server_side() -> None:
     assert list(ks.watching.label_selectors.values()) == [
         "app.kubernetes.io/managed-by=statictrain",
         "app.kubernetes.io/managed-by=statictrain",
+        "app.kubernetes.io/managed-by=statictrain,statictrain.io/role=preflight",
         "statictrain.io/heartbeat=true",
     ]
 

@@ -105,3 +105,13 @@ def test_a_job_kueue_holds_is_pending_not_suspended() -> None:
     # spec.suspend wins over the queue: the job is Suspended
     v = status.verdict(spec(suspend=True), job, {}, q)
     assert v.phase == "Suspended"
+
+
+def test_spec_suspend_goes_to_the_workloads_active() -> None:
+    wl = workload()
+    assert queueing.workload_patch(spec(), wl) is None  # active by default, as Kueue makes it
+    assert queueing.workload_patch(spec(suspend=True), wl) == {"spec": {"active": False}}
+    inactive = {**wl, "spec": {"active": False}}
+    assert queueing.workload_patch(spec(suspend=True), inactive) is None
+    assert queueing.workload_patch(spec(suspend=False), inactive) == {"spec": {"active": True}}
+    assert queueing.workload_patch(spec(suspend=True), None) is None  # no Workload yet

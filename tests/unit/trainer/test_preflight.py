@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from statictrain import preflight_message
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain_trainer import preflight
 from statictrain_trainer.examples import graph_break
@@ -98,10 +99,15 @@ def test_gpt2_example_passes(tmp_path: Path) -> None:
 def test_graph_breaking_example_fails_with_the_location(tmp_path: Path) -> None:
     source = Path(graph_break.__file__)
     line = next(i for i, t in enumerate(source.read_text().splitlines(), 1) if ".item()" in t and "if " in t)
-    proc = _run(tmp_path, _spec("statictrain_trainer.examples.graph_break:build"))
+    log = tmp_path / "termination-log"
+    proc = _run(tmp_path, _spec("statictrain_trainer.examples.graph_break:build"), "--termination-log", str(log))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"{source}:{line}" in proc.stdout
     assert "fullgraph is set and the graph breaks 1 time(s)" in proc.stdout
+    result = preflight_message.decode(log.read_text())  # what the operator reads from the pre-flight pod
+    assert result["passed"] is False and result["graphBreaks"] == 1
+    assert result["breaks"][0]["location"] == f"{source}:{line}"
+    assert "fullgraph" in result["message"] and result.get("peakMemoryBytes", 0) > 0
 
 
 @pytest.mark.slow
@@ -118,6 +124,18 @@ def test_entrypoint_that_does_not_import_exits_2(tmp_path: Path) -> None:
     proc = _run(tmp_path, _spec("no_such_module_for_preflight:build"))
     assert proc.returncode == 2
     assert "cannot import module 'no_such_module_for_preflight'" in proc.stderr
+
+
+def test_the_spec_as_json_and_the_termination_log_as_the_operators_pod_runs_it(tmp_path: Path) -> None:
+    log = tmp_path / "termination-log"
+    spec = json.dumps(_spec("no_such_module_for_preflight:build")["spec"])
+    cmd = [sys.executable, "-m", "statictrain_trainer.preflight", "--spec", spec, "--termination-log", str(log)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 2
+    result = preflight_message.decode(log.read_text())
+    assert result["passed"] is False and "cannot import module 'no_such_module_for_preflight'" in result["message"]
+    bad = subprocess.run([*cmd[:4], "{not json", *cmd[5:]], capture_output=True, text=True, timeout=60, check=False)
+    assert bad.returncode == 2 and "--spec is not JSON" in preflight_message.decode(log.read_text())["message"]
 
 
 def test_bad_manifest_exits_2(tmp_path: Path) -> None:

@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from statictrain import envvars, gpus, manifest
+from statictrain import api, envvars, gpus, manifest, preflight_message
 from statictrain.pricing import ON_DEMAND, SPOT, Catalog, parse_catalog, shipped_catalog_text
 
 GIB = 1024**3
 CONTEXT_RESERVE_BYTES = 1 * GIB
 """Held back on every GPU for the CUDA context, cuBLAS/cuDNN workspaces and allocator slack (assumed)."""
 DEFAULT_REDUCED_BATCH = 2
-DEFAULT_TIMEOUT_S = 900.0
+DEFAULT_TIMEOUT_S = float(api.DEFAULTS["preflight"]["timeoutSeconds"])
 BACKENDS = ("aot_eager", "inductor")
 
 
@@ -64,12 +64,23 @@ class Request:
     backend: str
 
 
-def read_spec(path: str) -> dict[str, Any]:
-    """One StaticTrainingJob manifest (YAML or JSON); ValueError saying what is wrong."""
-    doc = manifest.read_job(path, yaml.safe_load_all)
-    if not str((doc.get("spec") or {}).get("entrypoint") or ""):
-        raise ValueError(f"{path}: spec.entrypoint is missing; set it to module:function")
-    return doc
+def read_spec(path: str | None, spec_json: str | None = None) -> dict[str, Any]:
+    """The job's spec from a StaticTrainingJob manifest file (YAML or JSON) or from ``spec_json`` (the spec alone,
+    as the operator's pre-flight pod passes it); ValueError saying what is wrong."""
+    if spec_json is not None:
+        try:
+            spec = json.loads(spec_json)
+        except ValueError as e:
+            raise ValueError(f"--spec is not JSON: {e}") from None
+        where = "--spec"
+    else:
+        assert path is not None
+        spec, where = manifest.read_job(path, yaml.safe_load_all).get("spec"), path
+    if not isinstance(spec, dict):
+        raise ValueError(f"{where}: the spec is not an object")
+    if not str(spec.get("entrypoint") or ""):
+        raise ValueError(f"{where}: spec.entrypoint is missing; set it to module:function")
+    return spec
 
 
 def spec_env(spec: Mapping[str, Any]) -> dict[str, str]:
@@ -271,6 +282,22 @@ def render(spec: Mapping[str, Any], req: Request, out: Outcome) -> str:
     return "\n".join(lines) + "\n"
 
 
+def result(out: Outcome) -> api.PreflightResult:
+    """The compact result (the pre-flight pod's termination message, statictrain.preflight_message)."""
+    probe, comp = out.probe, out.probe.get("compile")
+    said = "; ".join(out.problems) or "no problem found"
+    summary: api.PreflightResult = {
+        "passed": not out.problems,
+        "message": "; ".join([said, *(f"warning: {w}" for w in out.warnings)]),
+        "graphBreaks": len(probe["graph_breaks"]),
+        "breaks": [{"location": b["location"], "reason": b["reason"]} for b in probe["graph_breaks"]],
+        "peakMemoryBytes": out.peak_bytes,
+    }
+    if comp is not None:
+        summary["recompiles"] = int(comp["recompiles"])
+    return summary
+
+
 def run_probe(req: Request, env: Mapping[str, str], timeout_s: float) -> tuple[int, dict[str, Any] | None, str]:
     """Run the child; its exit code, its result (None when it wrote none) and the tail of its stderr."""
     with tempfile.TemporaryDirectory(prefix="statictrain-preflight-") as tmp:
@@ -288,7 +315,10 @@ def run_probe(req: Request, env: Mapping[str, str], timeout_s: float) -> tuple[i
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="statictrain-preflight", description=__doc__.split("\n\n")[0])
-    p.add_argument("-f", "--filename", required=True, help="the StaticTrainingJob manifest (YAML or JSON; - for stdin)")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("-f", "--filename", help="the StaticTrainingJob manifest (YAML or JSON; - for stdin)")
+    source.add_argument("--spec", help="the job's spec as JSON (the operator's pre-flight pod)")
+    p.add_argument("--termination-log", help="also write the result there as compact JSON (at most 4 KiB)")
     p.add_argument("--reduced-batch", type=int, default=DEFAULT_REDUCED_BATCH, help="CPU batch (default 2)")
     p.add_argument("--backend", choices=BACKENDS, default="aot_eager", help="torch.compile backend on the CPU")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, help="seconds the model may take")
@@ -299,29 +329,39 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def _finish(args: argparse.Namespace, code: int, summary: api.PreflightResult) -> int:
+    """Write the termination log when asked (a failure to write is reported, the exit status kept)."""
+    if args.termination_log:
+        try:
+            Path(args.termination_log).write_text(preflight_message.encode(summary), encoding="ascii")
+        except OSError as e:
+            print(f"warning: cannot write {args.termination_log}: {e}", file=sys.stderr)
+    return code
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        doc = read_spec(args.filename)
-        spec = doc["spec"]
+        spec = read_spec(args.filename, args.spec)
         req = request(spec, args.reduced_batch, args.backend)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return _finish(args, 2, {"passed": False, "message": f"error: {e}"})
     code, probe, stderr = run_probe(req, spec_env(spec), args.timeout)
     if probe is not None and "user_error" in probe:
         print(f"error: {probe['user_error']}", file=sys.stderr)
-        return 2
+        return _finish(args, 2, {"passed": False, "message": f"error: {probe['user_error']}"})
     if code != 0 or probe is None:
         why = f"exit status {code}" if code >= 0 else "timeout"
-        print(f"FAIL: the pre-flight process for {req.entrypoint} failed ({why}):\n{stderr}", file=sys.stderr)
-        return 1
+        said = f"the pre-flight process for {req.entrypoint} failed ({why})"
+        print(f"FAIL: {said}:\n{stderr}", file=sys.stderr)
+        return _finish(args, 1, {"passed": False, "message": f"{said}: ...{stderr[-600:]}"})
     outcome = assess(spec, probe, parse_catalog(shipped_catalog_text()))
     if args.json:
         print(json.dumps(dataclasses.asdict(outcome), indent=1))
     else:
         sys.stdout.write(render(spec, req, outcome))
-    return 1 if outcome.problems else 0
+    return _finish(args, 1 if outcome.problems else 0, result(outcome))
 
 
 if __name__ == "__main__":
