@@ -143,10 +143,13 @@ class Converger:
         job = self._observed(key, "Job", self.worker_job(key))
         current: api.Status = view.get("status") or {}
         finished = current.get("phase") in api.FINISHED_PHASES
-        pre, held = None, None
+        # The pre-flight verdict as this writer last wrote it (the view can be behind its own write): once the
+        # workers exist it is carried on as it is, with its condition, so no later write turns either back.
+        pre = self.status.last.get(view["metadata"]["uid"], {}).get("preflight") or current.get("preflight")
+        held = None
         if job is None and not finished and preflight.enabled(owner.spec):
             pod = self._observed(key, "Pod", self.preflight_pod(key))
-            pre, held = preflight.gate(owner, self.rt.settings, pod, current.get("preflight"))
+            pre, held = preflight.gate(owner, self.rt.settings, pod, pre)
         queue_name = queueing.queue_name(owner)
         seen = await self._queue(owner, queue_name, job) if queue_name and not finished and held is None else None
         queued = seen is not None and seen.kueue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 from datetime import UTC, datetime
@@ -234,6 +235,18 @@ def test_the_workers_are_created_only_after_the_preflight_passed() -> None:
     assert st["preflight"]["phase"] == "Passed" and st["preflight"]["peakMemoryBytes"] == 123456789
     conds = {c["type"]: c for c in st["conditions"]}
     assert conds["PreflightPassed"]["status"] == "True" and conds["Created"]["status"] == "True"
+
+
+def test_a_view_behind_the_last_write_does_not_turn_the_verdict_or_its_condition_back() -> None:
+    k = Cluster()
+    k.converge()
+    running = copy.deepcopy(k.api.objects[(port.STJ.path(), *k.key)])  # the view while the pod ran
+    k.pod_ends("Succeeded", 0, passed_message())
+    k.converge()  # passed: the workers are created
+    k.c.trainingjob = lambda key: {**running, "metadata": {**running["metadata"], "generation": 1}}
+    st = k.converge()  # e.g. the worker Job's event, handled before the watch brought the status write
+    conds = {c["type"]: c for c in st["conditions"]}
+    assert st["preflight"]["phase"] == "Passed" and conds["PreflightPassed"]["status"] == "True", st
 
 
 def test_a_failed_preflight_fails_the_job_with_the_break_and_creates_no_workers() -> None:
