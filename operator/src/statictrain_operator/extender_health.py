@@ -42,6 +42,8 @@ class Transition:
 
     def message(self, url: str) -> str:
         """One line for the log and the Event (``url`` already free of credentials)."""
+        if self.up and self.previous is None:
+            return f"scheduler extender {url} answers its health check"
         if self.up:
             after = f" after {self.down_s:.0f}s down" if self.down_s is not None else ""
             return f"scheduler extender {url} answers its health check again{after}: cost-aware placement is back"

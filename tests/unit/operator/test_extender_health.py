@@ -43,6 +43,7 @@ def test_down_time_counts_from_the_first_failed_probe_and_the_first_up_is_no_eve
     health = ExtenderHealth(2)
     first = health.observe(True, "HTTP 200", T0)
     assert first is not None and first.up and not first.worth_an_event
+    assert first.message("http://x:8888/healthz") == "scheduler extender http://x:8888/healthz answers its health check"
     assert health.observe(False, "timed out", T0 + timedelta(seconds=10)) is None
     down = health.observe(False, "timed out", T0 + timedelta(seconds=20))
     assert down is not None and not down.up and down.worth_an_event and down.detail == "timed out"
