@@ -34,7 +34,8 @@ job's ``job_name`` and ``namespace``. Why the UID and not the namespace:
 Whether the boundary holds is visible on the job's own series (:class:`ScrapeCheck`): a sidecar
 always labels its series with its own pod UID, so where Prometheus sets ``pod_uid`` from discovery
 that claim is kept as ``exported_pod_uid`` next to it. A worker pod's sidecar series with ``pod_uid``
-and no ``exported_pod_uid`` were scraped with ``honor_labels: true``; with ``exported_pod_uid`` and no
+and no ``exported_pod_uid`` were scraped with ``honor_labels: true`` or with no ``pod_uid`` target label
+(``honor_labels: false`` renames only labels the target sets); with ``exported_pod_uid`` and no
 ``pod_uid`` the scrape config renames the claim but sets no ``pod_uid`` (then no series counts for the
 job at all). The check looks at series of pods the API server lists, so no exporter can hide a wrong
 config by publishing well-formed series of its own: the job's real sidecar still shows it.
@@ -79,19 +80,20 @@ EXPORTED_POD_UID = "exported_pod_uid"
 SCRAPE_CHECK_QUERY = f"count by ({POD_UID}, {EXPORTED_POD_UID}) ({selector(metrics.SIDECAR_INFO)})"
 """One series per sidecar (its info metric), with both UID labels as Prometheus stored them."""
 
-VERDICTS = ("trusted", "honor_labels", "pod_uid_unset")
-"""How a worker pod's sidecar series were scraped: pod_uid from discovery next to the sidecar's own claim;
-the sidecar's own pod_uid kept (honor_labels: true); the claim renamed but no pod_uid set."""
+VERDICTS = ("from_discovery", "from_exporter", "missing")
+"""Where the pod_uid of a worker pod's sidecar series comes from: Prometheus (set from discovery, the sidecar's
+own claim kept beside it as exported_pod_uid); the sidecar itself (honor_labels: true, or no pod_uid target
+label to override it); nowhere (the claim renamed, no pod_uid set)."""
 
 _ADVICE = {
-    "honor_labels": (
-        "they carry the sidecar's own pod_uid and no exported_pod_uid: Prometheus scrapes the worker pods with "
-        "honor_labels: true, so any exporter can publish series as this job's pods and drive remediation and "
-        "progress. Scrape the worker pods' sidecars with honor_labels: false and relabel "
+    "from_exporter": (
+        "they carry the sidecar's own pod_uid and no exported_pod_uid: Prometheus keeps what the exporter says "
+        "(honor_labels: true, or no pod_uid target label), so any exporter can publish series as this job's pods "
+        "and drive remediation and progress. Scrape the worker pods' sidecars with honor_labels: false and relabel "
         "__meta_kubernetes_pod_uid to pod_uid (and the pod's namespace and name to namespace and pod); "
         "README, 'Tenancy of metrics'"
     ),
-    "pod_uid_unset": (
+    "missing": (
         "they carry exported_pod_uid but no pod_uid: the scrape config keeps honor_labels: false but sets no "
         "pod_uid from discovery, so no series counts for the job (no progress, no remediation). Add the "
         "relabeling __meta_kubernetes_pod_uid -> pod_uid (and namespace, pod) to the job that scrapes the worker "
@@ -177,7 +179,7 @@ def scrape_verdicts(series: Iterable[Mapping[str, str]], uids: Iterable[str]) ->
     """Pod UID (of ``uids``, the listed worker pods) -> how its sidecar series were scraped (a VERDICTS value).
 
     ``series``: label sets of SCRAPE_CHECK_QUERY's answer. The worst finding wins: one series of a pod with its
-    own pod_uid kept is enough for honor_labels, whatever else claims that UID. Pods without sidecar series yet
+    own pod_uid kept is enough for from_exporter, whatever else claims that UID. Pods without sidecar series yet
     are left out (nothing to judge).
     """
     wanted = set(uids)
@@ -185,9 +187,9 @@ def scrape_verdicts(series: Iterable[Mapping[str, str]], uids: Iterable[str]) ->
     for lab in series:
         uid, claim = lab.get(POD_UID, ""), lab.get(EXPORTED_POD_UID, "")
         if uid in wanted:
-            found.setdefault(uid, set()).add("trusted" if claim else "honor_labels")
+            found.setdefault(uid, set()).add("from_discovery" if claim else "from_exporter")
         elif claim in wanted and not uid:
-            found.setdefault(claim, set()).add("pod_uid_unset")
+            found.setdefault(claim, set()).add("missing")
     return {uid: next(v for v in reversed(VERDICTS) if v in seen) for uid, seen in found.items()}
 
 
@@ -205,7 +207,7 @@ class ScrapeCheck:
         for key in sorted(verdicts):
             for uid, verdict in sorted(verdicts[key].items()):
                 counts[verdict] += 1
-                if verdict != "trusted" and verdict not in self.warned:
+                if verdict != "from_discovery" and verdict not in self.warned:
                     self.warned.add(verdict)
                     log.warning(
                         "%s: the sidecar series of job %s/%s's worker pod %s are not scraped as the tenancy of "

@@ -100,9 +100,9 @@ def test_each_pass_checks_how_the_listed_pods_sidecars_were_scraped_and_warns_on
     with caplog.at_level(logging.WARNING, logger="statictrain_operator.workerpods"):
         asyncio.run(sync.run_once())
         asyncio.run(sync.run_once())
-    assert sync.scrape.counts == {"trusted": 1, "honor_labels": 1, "pod_uid_unset": 1}
+    assert sync.scrape.counts == {"from_discovery": 1, "from_exporter": 1, "missing": 1}
     assert {v: SCRAPE_TENANCY_PODS.labels(verdict=v)._value.get() for v in workerpods.VERDICTS} == {
-        "trusted": 1, "honor_labels": 1, "pod_uid_unset": 1
+        "from_discovery": 1, "from_exporter": 1, "missing": 1
     }
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 2, warnings  # one per kind of problem, not one per pass

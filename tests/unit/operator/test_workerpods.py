@@ -89,14 +89,14 @@ def test_ignored_logs_each_stranger_once(caplog: pytest.LogCaptureFixture) -> No
 @pytest.mark.parametrize(
     ("series", "want"),
     [
-        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "u1"}], {"u1": "trusted"}, id="discovery"),
-        pytest.param([{"pod_uid": "u1"}], {"u1": "honor_labels"}, id="own-label-kept"),
-        pytest.param([{"exported_pod_uid": "u1"}], {"u1": "pod_uid_unset"}, id="renamed-not-set"),
+        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "u1"}], {"u1": "from_discovery"}, id="discovery"),
+        pytest.param([{"pod_uid": "u1"}], {"u1": "from_exporter"}, id="own-label-kept"),
+        pytest.param([{"exported_pod_uid": "u1"}], {"u1": "missing"}, id="renamed-not-set"),
         # a well-formed series from elsewhere does not hide the job's own sidecar scraped with honor_labels
-        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "u1"}, {"pod_uid": "u1"}], {"u1": "honor_labels"},
+        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "u1"}, {"pod_uid": "u1"}], {"u1": "from_exporter"},
                      id="worst-wins"),
         # discovery says u1; the sidecar claims another UID: pod_uid is still Prometheus' own
-        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "zz"}], {"u1": "trusted"}, id="odd-claim"),
+        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "zz"}], {"u1": "from_discovery"}, id="odd-claim"),
         pytest.param([{"pod_uid": "zz"}, {"exported_pod_uid": "yy"}], {}, id="other-pods"),
         # another pod claims u1 under a pod_uid of its own: that says nothing about u1's scrape
         pytest.param([{"pod_uid": "zz", "exported_pod_uid": "u1"}], {}, id="claimant"),

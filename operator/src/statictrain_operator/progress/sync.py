@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 
 SCRAPE_TENANCY_PODS = prometheus_client.Gauge(
     metrics.SCRAPE_TENANCY_PODS,
-    "Worker pods of the watched jobs by how Prometheus scraped their sidecars in the last progress pass: trusted "
-    "(pod_uid from discovery), honor_labels (the sidecar's own pod_uid kept: any exporter can speak for a job), "
-    "pod_uid_unset (no pod_uid at all: the job's series are not seen)",
+    "Worker pods of the watched jobs by where their sidecar series' pod_uid came from in the last progress pass: "
+    "from_discovery (Prometheus), from_exporter (the sidecar's own, kept: any exporter can speak for a job), "
+    "missing (none: the job's series are not seen)",
     ["verdict"],
 )
 
