@@ -13,9 +13,11 @@ the documented limit for pods deleted between two runs).
 Oracle, from the scenario alone: each life's start and end as the API server recorded them (status.startTime,
 the container's terminated.finishedAt), one GPU each, priced at the catalog's on-demand price of its node's
 instance type and region (core/src/statictrain/data/prices.csv read here with csv) split the OpenCost way.
-The job's status.cost (gpuHours, usd) must equal the sum over the three UIDs (within the status' rounding).
-Checked by hand: with pods and their series keyed by (namespace, name) instead of UID in cost/inputs.py, the
-later lives are charged the earlier lives' GPUs too and this test fails (runs charged 25 GPU-seconds for 15, 34 for 19).
+The job's status.cost (gpuHours, usd) must equal the sum over the three UIDs, give or take one second per
+start and end (whole-second times; a run may list a pod just before kwok's status write lands). Checked by
+hand: with pods and their series keyed by (namespace, name) instead of UID in cost/inputs.py, the later lives
+are charged the earlier lives' GPUs too and this test fails (with 2-4 s lives: 25 GPU-seconds for 15, 34 for
+19; with these: 59 for 33).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ pytestmark = pytest.mark.cluster
 CATALOG = Path(statictrain.__file__).parent / "data" / "prices.csv"
 TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
 ON_DEMAND_P5 = {labels.INSTANCE_TYPE: "p5.48xlarge", labels.CAPACITY_TYPE: "on-demand"}
-LIVES = ("2s", "4s", "3s")
+LIVES = ("6s", "8s", "7s")
 """How long kwok keeps each life running once its sidecar's series is in Prometheus
 (statictrain.io/kwok-complete-after, set then)."""
 JOB, POD = "recreated", "recreated-worker-0"
@@ -195,12 +197,17 @@ def test_a_pod_recreated_under_the_same_name_is_charged_once_per_uid(
         cluster.kubectl("delete", "pod", POD, "-n", namespace, "--wait=true", "--timeout=60s")
 
     cost = cost_of(cluster, namespace)
-    hours = sum(((b - a) / 3600 for _, a, b, _ in lives), Decimal(0))
-    usd = Decimal(0)
-    for _, a, b, node in lives:
+    seconds = [b - a for _, a, b, _ in lives]
+    rates = []  # one GPU's hourly price on each life's node
+    for _, _, _, node in lives:
         meta = node["metadata"]["labels"]
-        hourly = catalog_on_demand(meta[labels.INSTANCE_TYPE], meta[labels.REGION])
-        usd += gpu_share_of(node, hourly) * (b - a) / 3600
-    assert all(b > a for _, a, b, _ in lives), lives
-    assert abs(Decimal(cost["gpuHours"]) - hours) <= Decimal("1e-6"), (cost, hours)
-    assert abs(Decimal(cost["usd"]) - usd) <= Decimal("1e-6"), (cost, usd)
+        rates.append(gpu_share_of(node, catalog_on_demand(meta[labels.INSTANCE_TYPE], meta[labels.REGION])))
+    hours = sum(seconds, Decimal(0)) / 3600
+    usd = sum((r * s / 3600 for r, s in zip(rates, seconds, strict=True)), Decimal(0))
+    # Times are whole seconds, and a run may list a pod just before kwok's status write (its start, its end)
+    # lands: each start and each end may be accounted up to one second off. A double count adds whole lives
+    # (each at least 6 s). Every development run matched to the status' rounding (1e-9 h).
+    slack_s = 2 * len(lives)
+    assert all(s > 0 for s in seconds), lives
+    assert abs(Decimal(cost["gpuHours"]) - hours) * 3600 <= slack_s, (cost, seconds)
+    assert abs(Decimal(cost["usd"]) - usd) <= max(rates) * slack_s / 3600, (cost, usd, seconds)
