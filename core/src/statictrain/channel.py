@@ -29,7 +29,7 @@ STEPS_FILE = "steps.jsonl"
 REQUESTS_DIR = "requests"
 PROFILES_DIR = "profiles"
 GPUS_DIR = "gpus"
-CACHE_STATUSES = ("hit", "miss_empty", "miss_other_environment", "load_failed", "no_artifacts", "off")
+CACHE_STATUSES = ("hit", "miss_empty", "miss_other_environment", "load_failed", "no_artifacts", "unused", "off")
 """Values of StepRecord.cache_status (a sidecar labels any other value ``other``)."""
 MAX_STR_CHARS = 64
 """Longest text field value accepted in a record."""
@@ -57,7 +57,7 @@ class StepRecord:
     cache_hit: bool = False
     """Whether the compile cache was found and loaded at start."""
     cache_status: str = ""
-    """Why: hit, miss_empty, miss_other_environment, load_failed, no_artifacts, off (no cache
+    """Why: hit, miss_empty, miss_other_environment, load_failed, no_artifacts, unused, off (no cache
     directory or eager); empty from older trainers."""
     graph_breaks: int = 0
     recompiles: int = 0
@@ -84,6 +84,7 @@ _FIELDS = {f.name: f for f in fields(StepRecord)}
 
 def encode(record: StepRecord) -> str:
     """One JSON line (NaN written as null)."""
+
     def plain(v: Any) -> Any:
         if isinstance(v, float) and not math.isfinite(v):
             return None if math.isnan(v) else v

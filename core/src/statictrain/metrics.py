@@ -93,4 +93,8 @@ IGNORED_SERIES_TOTAL = "statictrain_ignored_series_total"  # pods whose series c
 EXTENDER_REQUESTS_TOTAL = "statictrain_extender_requests_total"
 EXTENDER_REQUEST_SECONDS = "statictrain_extender_request_seconds"
 EXTENDER_NODES_CACHED = "statictrain_extender_nodes_cached"
+# operator: worker pods per verdict (from_discovery | from_exporter | missing) of how Prometheus scraped their
+# sidecars in the last progress pass (workerpods.ScrapeCheck); anything but from_discovery breaks the tenancy of metrics
+SCRAPE_TENANCY_PODS = "statictrain_scrape_tenancy_pods"
+EXTENDER_UP = "statictrain_extender_up"  # operator: 1 when the extender answers its health probe, 0 when down
 EXTENDER_THROUGHPUT_ESTIMATES_TOTAL = "statictrain_extender_throughput_estimates_total"  # label: source

@@ -160,7 +160,8 @@ def _is_own_lease(name: str, namespace: str | None, memo: Any, **_: Any) -> bool
 
 @kopf.on.startup()
 async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
-    """Build the converger; start the resync, TTL and heartbeat loops (tasks, not per-object daemons)."""
+    """Build the converger; start the resync, TTL, heartbeat and extender probe loops (tasks, not per-object
+    daemons)."""
     rt = runtime.of(memo)
     index: kopf.Index[Any, Any] = kwargs["trainingjobs_index"]
     rt.index = index
@@ -182,6 +183,8 @@ async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
         await loops.beat(rt)  # exists before the Lease watch starts
         rt.tasks.append(asyncio.create_task(loops.heartbeat_loop(rt, logger)))
         logger.info(f"heartbeat Lease {rt.settings.heartbeat_namespace}/{runtime.HEARTBEAT_LEASE}")
+    if rt.settings.extender_health_url:
+        rt.tasks.append(asyncio.create_task(loops.extender_probe_loop(rt)))
 
 
 @kopf.on.cleanup()

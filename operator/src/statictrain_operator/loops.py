@@ -1,4 +1,4 @@
-"""Background loops of the operator: the heartbeat and the TTL sweeper.
+"""Background loops of the operator: the heartbeat, the TTL sweeper and the extender probe.
 
 They run as asyncio tasks started by the startup handler, not as kopf daemons
 or timers, because those put a finalizer on every object they serve (a Lease
@@ -9,24 +9,98 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
+import ssl
+import urllib.error
+import urllib.request
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from typing import Any
 
-from statictrain import api
+import prometheus_client
+from statictrain import api, metrics, redact
 
-from . import runtime, status
-from .kube import heartbeat, port
+from . import extender_health, runtime, status
+from .kube import events, heartbeat, port
 
 __all__ = [
+    "EXTENDER_UP",
     "beat",
     "expired",
+    "extender_probe_loop",
     "heartbeat_loop",
     "periodic",
+    "probe_extender",
     "resync_loop",
     "start_periodic",
     "stop_periodic",
     "ttl_loop",
 ]
+
+
+log = logging.getLogger("statictrain.operator")
+
+EXTENDER_UP = prometheus_client.Gauge(
+    metrics.EXTENDER_UP,
+    "1 when the scheduler extender answers the operator's health probe, 0 when it is down (set once the first "
+    "verdict is in; absent when no extender URL is set)",
+)
+
+
+def _tls_context(tls_dir: str) -> ssl.SSLContext | None:
+    """Checks the extender's certificate against tls_dir/ca.crt and shows tls.crt/tls.key where they exist."""
+    if not tls_dir:
+        return None
+    ctx = ssl.create_default_context(cafile=os.path.join(tls_dir, "ca.crt"))
+    cert, key = os.path.join(tls_dir, "tls.crt"), os.path.join(tls_dir, "tls.key")
+    if os.path.exists(cert) and os.path.exists(key):
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def probe_extender(url: str, timeout_s: float, tls_dir: str = "") -> tuple[bool, str]:
+    """(ok, what was seen): ok only for HTTP 200 within the timeout (blocking: run it in a thread)."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s, context=_tls_context(tls_dir)) as resp:
+            return resp.status == 200, f"HTTP {resp.status}"
+    except urllib.error.HTTPError as e:
+        body = e.read(200).decode("utf-8", "replace").strip()
+        return False, f"HTTP {e.code} {body}".strip()
+    except (urllib.error.URLError, OSError, ValueError) as e:
+        reason = getattr(e, "reason", None) or e
+        return False, redact.redact(f"{type(reason).__name__}: {reason}")
+
+
+async def extender_probe_loop(
+    rt: runtime.Runtime, probe: Callable[[str, float, str], tuple[bool, str]] = probe_extender
+) -> None:
+    """Probe the extender every settings.extender_probe_s; on each change of its state: the gauge, one log line
+    and one Event on the heartbeat Lease (where the operator has one)."""
+    s = rt.settings
+    url = redact.safe_url(s.extender_health_url)
+    health = extender_health.ExtenderHealth(s.extender_probe_failures)
+    while True:
+        ok, detail = await asyncio.to_thread(probe, s.extender_health_url, s.extender_probe_timeout_s,
+                                             s.extender_tls_dir)
+        change = health.observe(ok, detail, rt.clock())
+        if health.up is not None:
+            EXTENDER_UP.set(1 if health.up else 0)
+        if change is not None:
+            (log.info if change.up else log.warning)(change.message(url))
+            if change.worth_an_event and s.heartbeat_namespace:
+                await _post(rt, change, url)
+        await asyncio.sleep(s.extender_probe_s)
+
+
+async def _post(rt: runtime.Runtime, change: extender_health.Transition, url: str) -> None:
+    body = events.about_lease(
+        rt.settings.heartbeat_namespace, runtime.HEARTBEAT_LEASE, reason=change.reason, message=change.message(url),
+        event_type="Normal" if change.up else "Warning", component="statictrain-operator", now=change.at,
+    )
+    try:
+        await rt.kube.create(port.EVENTS, body)
+    except Exception as e:  # the log line and the gauge already say it; an API hiccup must not end the loop
+        log.warning(f"could not post the {change.reason} Event: {e}")
 
 
 async def beat(rt: runtime.Runtime) -> None:

@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from statictrain import envconfig
 
@@ -104,6 +105,19 @@ class Settings:
     """Seconds a leader Lease lasts without renewal before a standby takes over (renewed every third)."""
     max_workers: int = 32
     """Pooled connections to the API server (and kopf's threads for synchronous handlers)."""
+    extender_health_url: str = ""
+    """The scheduler extender's health endpoint (e.g. http://statictrain-extender.statictrain:8888/healthz), probed
+    every extender_probe_s: statictrain_extender_up on /metrics, one log line and one Event per change (the Event
+    on the heartbeat Lease, in heartbeat_namespace). Empty: no probe."""
+    extender_probe_s: float = 10.0
+    """Seconds between two probes of extender_health_url."""
+    extender_probe_timeout_s: float = 2.0
+    """Seconds one probe may take (at most extender_probe_s); slower counts as a failed probe."""
+    extender_probe_failures: int = 2
+    """Failed probes in a row before the extender counts as down (one good answer brings it back)."""
+    extender_tls_dir: str = ""
+    """For an https extender_health_url: folder with ca.crt (the CA the extender's certificate is checked
+    against) and, where the extender asks for client certificates, tls.crt and tls.key. Empty: the system CAs."""
 
 
 def from_env(environ: Mapping[str, str]) -> Settings:
@@ -130,7 +144,26 @@ def from_env(environ: Mapping[str, str]) -> Settings:
         raise SettingsError(
             f"{ENV_PREFIX}OWN_METRICS_PORT must be a port number (1-65535) or 0, got {settings.own_metrics_port}"
         )
+    _check_extender_probe(settings)
     return settings
+
+
+def _check_extender_probe(settings: Settings) -> None:
+    url = urlsplit(settings.extender_health_url)
+    if settings.extender_health_url and (url.scheme not in ("http", "https") or not url.hostname):
+        raise SettingsError(
+            f"{ENV_PREFIX}EXTENDER_HEALTH_URL must be an http(s) URL with a host, e.g. "
+            f"http://statictrain-extender.statictrain:8888/healthz; got {url.scheme or 'no'} scheme"
+        )
+    if not 0 < settings.extender_probe_timeout_s <= settings.extender_probe_s:
+        raise SettingsError(
+            f"{ENV_PREFIX}EXTENDER_PROBE_TIMEOUT_S must be > 0 and at most {ENV_PREFIX}EXTENDER_PROBE_S, "
+            f"got {settings.extender_probe_timeout_s} and {settings.extender_probe_s}"
+        )
+    if settings.extender_probe_failures < 1:
+        raise SettingsError(
+            f"{ENV_PREFIX}EXTENDER_PROBE_FAILURES must be at least 1, got {settings.extender_probe_failures}"
+        )
 
 
 def from_os_environ() -> Settings:

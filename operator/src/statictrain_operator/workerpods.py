@@ -31,6 +31,15 @@ job's ``job_name`` and ``namespace``. Why the UID and not the namespace:
   create or relabel pods in a job's namespace is inside Kubernetes' own
   tenancy boundary (they can delete the job's pods outright).
 
+Whether the boundary holds is visible on the job's own series (:class:`ScrapeCheck`): a sidecar
+always labels its series with its own pod UID, so where Prometheus sets ``pod_uid`` from discovery
+that claim is kept as ``exported_pod_uid`` next to it. A worker pod's sidecar series with ``pod_uid``
+and no ``exported_pod_uid`` were scraped with ``honor_labels: true`` or with no ``pod_uid`` target label
+(``honor_labels: false`` renames only labels the target sets); with ``exported_pod_uid`` and no
+``pod_uid`` the scrape config renames the claim but sets no ``pod_uid`` (then no series counts for the
+job at all). The check looks at series of pods the API server lists, so no exporter can hide a wrong
+config by publishing well-formed series of its own: the job's real sidecar still shows it.
+
 No listed pod gives no selection at all (:class:`JobSeries` refuses an empty
 set), never a match-all: the caller reports "no worker pods" and acts on
 nothing. Series that claim a job without being its pods' are ignored and
@@ -44,14 +53,53 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from statictrain import labels
+from statictrain import labels, metrics
+from statictrain.promql import selector
 
-__all__ = ["POD_UID", "Ignored", "JobKey", "JobSeries", "worker_uids"]
+__all__ = [
+    "EXPORTED_POD_UID",
+    "POD_UID",
+    "SCRAPE_CHECK_QUERY",
+    "VERDICTS",
+    "Ignored",
+    "JobKey",
+    "JobSeries",
+    "ScrapeCheck",
+    "scrape_verdicts",
+    "worker_uids",
+]
 
 log = logging.getLogger(__name__)
 
 POD_UID = "pod_uid"
 """The series label naming the pod (set from discovery where the sidecars are scraped as advised)."""
+
+EXPORTED_POD_UID = "exported_pod_uid"
+"""Where Prometheus keeps an exporter's own pod_uid when it sets pod_uid itself (honor_labels: false)."""
+
+SCRAPE_CHECK_QUERY = f"count by ({POD_UID}, {EXPORTED_POD_UID}) ({selector(metrics.SIDECAR_INFO)})"
+"""One series per sidecar (its info metric), with both UID labels as Prometheus stored them."""
+
+VERDICTS = ("from_discovery", "from_exporter", "missing")
+"""Where the pod_uid of a worker pod's sidecar series comes from: Prometheus (set from discovery, the sidecar's
+own claim kept beside it as exported_pod_uid); the sidecar itself (honor_labels: true, or no pod_uid target
+label to override it); nowhere (the claim renamed, no pod_uid set)."""
+
+_ADVICE = {
+    "from_exporter": (
+        "they carry the sidecar's own pod_uid and no exported_pod_uid: Prometheus keeps what the exporter says "
+        "(honor_labels: true, or no pod_uid target label), so any exporter can publish series as this job's pods "
+        "and drive remediation and progress. Scrape the worker pods' sidecars with honor_labels: false and relabel "
+        "__meta_kubernetes_pod_uid to pod_uid (and the pod's namespace and name to namespace and pod); "
+        "README, 'Tenancy of metrics'"
+    ),
+    "missing": (
+        "they carry exported_pod_uid but no pod_uid: the scrape config keeps honor_labels: false but sets no "
+        "pod_uid from discovery, so no series counts for the job (no progress, no remediation). Add the "
+        "relabeling __meta_kubernetes_pod_uid -> pod_uid (and namespace, pod) to the job that scrapes the worker "
+        "pods; README, 'Tenancy of metrics'"
+    ),
+}
 
 JobKey = tuple[str, str]
 """(namespace, job name)."""
@@ -125,3 +173,46 @@ class Ignored:
                 self.part, key[0], key[1], uid,
             )
         return new
+
+
+def scrape_verdicts(series: Iterable[Mapping[str, str]], uids: Iterable[str]) -> dict[str, str]:
+    """Pod UID (of ``uids``, the listed worker pods) -> how its sidecar series were scraped (a VERDICTS value).
+
+    ``series``: label sets of SCRAPE_CHECK_QUERY's answer. The worst finding wins: one series of a pod with its
+    own pod_uid kept is enough for from_exporter, whatever else claims that UID. Pods without sidecar series yet
+    are left out (nothing to judge).
+    """
+    wanted = set(uids)
+    found: dict[str, set[str]] = {}
+    for lab in series:
+        uid, claim = lab.get(POD_UID, ""), lab.get(EXPORTED_POD_UID, "")
+        if uid in wanted:
+            found.setdefault(uid, set()).add("from_discovery" if claim else "from_exporter")
+        elif claim in wanted and not uid:
+            found.setdefault(claim, set()).add("missing")
+    return {uid: next(v for v in reversed(VERDICTS) if v in seen) for uid, seen in found.items()}
+
+
+class ScrapeCheck:
+    """Findings of scrape_verdicts: counts per verdict of the last pass; a warning once per kind of problem."""
+
+    def __init__(self, part: str) -> None:
+        self.part = part
+        self.warned: set[str] = set()
+        self.counts: dict[str, int] = dict.fromkeys(VERDICTS, 0)
+
+    def note(self, verdicts: Mapping[JobKey, Mapping[str, str]]) -> dict[str, int]:
+        """Record one pass: (namespace, job) -> {pod UID: verdict}; returns the pods per verdict."""
+        counts = dict.fromkeys(VERDICTS, 0)
+        for key in sorted(verdicts):
+            for uid, verdict in sorted(verdicts[key].items()):
+                counts[verdict] += 1
+                if verdict != "from_discovery" and verdict not in self.warned:
+                    self.warned.add(verdict)
+                    log.warning(
+                        "%s: the sidecar series of job %s/%s's worker pod %s are not scraped as the tenancy of "
+                        "metrics needs: %s",
+                        self.part, key[0], key[1], uid, _ADVICE[verdict],
+                    )
+        self.counts = counts
+        return counts

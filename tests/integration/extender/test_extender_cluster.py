@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..operator.conftest import Operator, crd
 from .conftest import apply_nodes
 from .helpers import ExtenderProcess, gpu_node, gpu_pod, post_json, wait_for
+
+__all__ = ["crd"]
 
 pytestmark = pytest.mark.cluster
 
@@ -130,19 +135,79 @@ def prom_up(cluster: Any) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
-def test_extender_down_pods_still_schedule_and_prometheus_shows_it(
-    cluster: Any, extender: ExtenderProcess, namespace: str, node_group: tuple[str, list[dict[str, Any]]]
+def operator_extender_up(op: Operator) -> float | None:
+    """statictrain_extender_up on the operator's own /metrics (None while it is not set or not served)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{op.metrics_port}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError:
+        return None
+    found = re.search(r"^statictrain_extender_up (\S+)$", text, re.M)
+    return float(found.group(1)) if found else None
+
+
+def lease_events(cluster: Any, namespace: str) -> list[dict[str, Any]]:
+    """Events about the operator's heartbeat Lease, oldest first."""
+    out = cluster.kubectl(
+        "get", "events", "-n", namespace, "--field-selector",
+        "involvedObject.kind=Lease,involvedObject.name=statictrain-operator-heartbeat", "-o", "json",
+    ).stdout
+    return sorted(json.loads(out)["items"], key=lambda e: (e.get("firstTimestamp") or "", e["metadata"]["name"]))
+
+
+def test_extender_down_pods_still_schedule_and_the_operator_reports_it(
+    cluster: Any,
+    extender: ExtenderProcess,
+    namespace: str,
+    node_group: tuple[str, list[dict[str, Any]]],
+    *,
+    crd: str,
+    tmp_path: Path,
 ) -> None:
+    """Case 13: the real extender process is stopped and started again; the real kube-scheduler still places
+    pods (ignorable), Prometheus' up goes to 0, and the real operator, probing the extender's /healthz,
+    turns statictrain_extender_up to 0, logs one line and posts one Warning Event on its heartbeat Lease;
+    when the extender is back: 1, one line, one Normal Event."""
     group, _ = node_group
     apply_nodes(cluster, extender, prices(group))
     wait_for(lambda: prom_up(cluster) == 1.0, 60, "Prometheus to scrape the running extender")
-    extender.stop()
+    op = Operator(
+        cluster, namespace, tmp_path, parts="", extender_health_url=f"{extender.base}/healthz",
+        extender_probe_s=0.5, extender_probe_timeout_s=0.5, extender_probe_failures=2,
+    )
+    op.start()
     try:
-        create_pod(cluster, namespace, gpu_pod("w", group, 1))
-        assert wait_bound(cluster, namespace, "w").startswith(group)
-        wait_for(lambda: prom_up(cluster) == 0.0, 60, "up{job=statictrain-extender} to drop to 0")
+        wait_for(lambda: operator_extender_up(op) == 1.0, 60, "the operator to see the extender up")
+        assert lease_events(cluster, namespace) == []  # a first verdict of up is nothing to report
+        extender.stop()
+        try:
+            create_pod(cluster, namespace, gpu_pod("w", group, 1))
+            assert wait_bound(cluster, namespace, "w").startswith(group)
+            wait_for(lambda: operator_extender_up(op) == 0.0, 60, "statictrain_extender_up to drop to 0")
+            down = wait_for(lambda: lease_events(cluster, namespace), 60, "the operator's ExtenderDown Event")
+            assert [(e["type"], e["reason"]) for e in down] == [("Warning", "ExtenderDown")]
+            assert f"scheduler extender {extender.base}/healthz does not answer" in down[0]["message"]
+            assert "without cost awareness" in down[0]["message"]
+            wait_for(lambda: prom_up(cluster) == 0.0, 60, "up{job=statictrain-extender} to drop to 0")
+        finally:
+            extender.start()
+        wait_for(lambda: operator_extender_up(op) == 1.0, 60, "statictrain_extender_up back to 1")
+
+        def two_events() -> list[dict[str, Any]] | None:
+            events = lease_events(cluster, namespace)
+            return events if len(events) > 1 else None
+
+        both = wait_for(two_events, 60, "the operator's ExtenderUp Event")
+        assert [(e["type"], e["reason"], e.get("count")) for e in both] == [
+            ("Warning", "ExtenderDown", 1), ("Normal", "ExtenderUp", 1)
+        ]
+        assert "answers its health check again after" in both[1]["message"]
     finally:
-        extender.start()
+        op.stop()
+    log = op.logs()
+    # one line per change, not one per probe (the extender was down for many probes)
+    assert log.count("does not answer its health check") == 1, log[-5000:]
+    assert log.count("answers its health check again") == 1, log[-5000:]
 
 
 def test_gang_stays_on_fast_gpus_and_pods_get_an_estimate_event(

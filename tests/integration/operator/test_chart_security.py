@@ -235,8 +235,9 @@ def test_each_network_policy_selects_exactly_the_intended_pods(cluster: Any, rel
     extender_pods = {p["metadata"]["name"] for p in kube.list("pods", "app.kubernetes.io/component=extender")}
     scheduler_pods = {p["metadata"]["name"] for p in kube.list("pods", "app.kubernetes.io/component=scheduler")}
     assert targets(ext) == extender_pods and extender_pods
-    (peer,) = ext["ingress"][0]["from"]
-    assert selected(cluster, "pods", ns, peer["podSelector"]) == scheduler_pods and scheduler_pods
+    scheduler_peer, operator_peer = ext["ingress"][0]["from"]  # kube-scheduler; the operator's health probe
+    assert selected(cluster, "pods", ns, scheduler_peer["podSelector"]) == scheduler_pods and scheduler_pods
+    assert selected(cluster, "pods", ns, operator_peer["podSelector"]) == operator_pods
     assert ext["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 8888}]
 
     wk = policies[f"{release.name}-statictrain-workers"]

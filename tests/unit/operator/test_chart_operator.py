@@ -54,3 +54,24 @@ def test_secrets_may_only_be_created_and_only_with_the_profiling_token_on() -> N
     for watch in ((), ("operator.watchNamespaces={a,b}",)):
         on = [r for r in rules("workers.sidecar.profilingToken=true", *watch) if "secrets" in r["resources"]]
         assert on and all(r["verbs"] == ["create"] and r["resources"] == ["secrets"] for r in on), on
+
+
+def env_and_volumes(*sets: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    out = template(*sets)
+    assert out.returncode == 0, out.stderr
+    pod = yaml.safe_load(out.stdout)["spec"]["template"]["spec"]
+    return {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}, pod["volumes"]
+
+
+def test_the_operator_probes_the_extender_service_when_the_extender_is_deployed() -> None:
+    env, _ = env_and_volumes()
+    assert env["STATICTRAIN_OPERATOR_EXTENDER_HEALTH_URL"] == "http://st-statictrain-extender.ops.svc:8888/healthz"
+    assert "STATICTRAIN_OPERATOR_EXTENDER_TLS_DIR" not in env
+    env, _ = env_and_volumes("extender.enabled=false")
+    assert "STATICTRAIN_OPERATOR_EXTENDER_HEALTH_URL" not in env
+    env, volumes = env_and_volumes("extender.tls.secretName=srv", "extender.tls.clientSecretName=cli")
+    assert env["STATICTRAIN_OPERATOR_EXTENDER_HEALTH_URL"].startswith("https://st-statictrain-extender.ops.svc:8888/")
+    assert env["STATICTRAIN_OPERATOR_EXTENDER_TLS_DIR"] == "/etc/statictrain-extender-probe"
+    (probe,) = [v for v in volumes if v["name"] == "extender-probe"]
+    items = {(s["secret"]["name"], i["key"]) for s in probe["projected"]["sources"] for i in s["secret"]["items"]}
+    assert items == {("srv", "ca.crt"), ("cli", "tls.crt"), ("cli", "tls.key")}  # never the extender's own key

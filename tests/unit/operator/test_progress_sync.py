@@ -4,17 +4,19 @@ the real API server by test_kube_contract): only the listed worker pods' series 
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
 from statictrain import labels
 from statictrain.cost import Sample
-from statictrain_operator import progress
+from statictrain_operator import progress, workerpods
 from statictrain_operator.anomaly.cluster import ClusterJobApi
 from statictrain_operator.kube import port
 from statictrain_operator.kube.fake import FakeKube
-from statictrain_operator.progress.sync import ProgressSync
-from statictrain_operator.prom import Series
+from statictrain_operator.progress.sync import SCRAPE_TENANCY_PODS, ProgressSync
+from statictrain_operator.prom import PrometheusUnavailableError, Series
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
@@ -29,11 +31,16 @@ def pod(kube: FakeKube, ns: str, name: str, job: str, role: str = "worker") -> s
 class PerPodProm:
     """Answers each progress query with the given per-pod values (the queries group by pod_uid)."""
 
-    def __init__(self, rows: list[tuple[str, str, str, dict[str, float]]]) -> None:
+    def __init__(self, rows: list[tuple[str, str, str, dict[str, float]]],
+                 sidecars: list[dict[str, str]] | None = None) -> None:
         self.rows = rows
         self.names = {q: n for n, q in progress.queries(60).items()}
+        self.sidecars = sidecars or []
+        """Label sets of the scrape check's answer (one per sidecar)."""
 
     def query(self, query: str, at: float) -> list[Series]:
+        if query == workerpods.SCRAPE_CHECK_QUERY:
+            return [Series(lab, (Sample(at, 1.0),)) for lab in self.sidecars]
         name = self.names[query]
         return [
             Series({"namespace": ns, "job_name": job, "pod_uid": uid}, (Sample(at, values[name]),))
@@ -73,3 +80,49 @@ def test_the_anomaly_part_lists_the_jobs_worker_pods_in_its_namespace() -> None:
     api = ClusterJobApi(kube, lambda: NOW)
     assert asyncio.run(api.worker_uids("a", "victim")) == own
     assert asyncio.run(api.worker_uids("a", "nobody")) == frozenset()
+
+
+def test_each_pass_checks_how_the_listed_pods_sidecars_were_scraped_and_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kube = FakeKube(lambda: NOW)
+    job = asyncio.run(kube.create(port.STJ, {"metadata": {"name": "victim", "namespace": "a"}, "spec": {}}))
+    assert job is not None
+    good, honored, unset = (pod(kube, "a", f"victim-{i}", "victim") for i in range(3))
+    stranger = pod(kube, "b", "x-0", "x")  # not a job the operator knows: never judged
+    sidecars = [
+        {"pod_uid": good, "exported_pod_uid": good},  # pod_uid from discovery, the claim kept beside it
+        {"pod_uid": honored},  # honor_labels: true
+        {"exported_pod_uid": unset},  # renamed, no pod_uid set
+        {"pod_uid": stranger},
+    ]
+    sync = ProgressSync(kube, PerPodProm([], sidecars), 60, lambda: [job], lambda: NOW)
+    with caplog.at_level(logging.WARNING, logger="statictrain_operator.workerpods"):
+        asyncio.run(sync.run_once())
+        asyncio.run(sync.run_once())
+    assert sync.scrape.counts == {"from_discovery": 1, "from_exporter": 1, "missing": 1}
+    assert {v: SCRAPE_TENANCY_PODS.labels(verdict=v)._value.get() for v in workerpods.VERDICTS} == {
+        "from_discovery": 1, "from_exporter": 1, "missing": 1
+    }
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2, warnings  # one per kind of problem, not one per pass
+    assert any(honored in w and "honor_labels: true" in w and "honor_labels: false" in w for w in warnings)
+    assert any(unset in w and "__meta_kubernetes_pod_uid -> pod_uid" in w for w in warnings)
+
+
+def test_prometheus_trouble_skips_the_scrape_check_and_never_ends_the_pass() -> None:
+    class Down(PerPodProm):
+        def query(self, query: str, at: float) -> list[Series]:
+            if query == workerpods.SCRAPE_CHECK_QUERY:
+                raise PrometheusUnavailableError("connection refused")
+            return super().query(query, at)
+
+    kube = FakeKube(lambda: NOW)
+    job = asyncio.run(kube.create(port.STJ, {"metadata": {"name": "victim", "namespace": "a"},
+                                             "spec": {"training": {"maxSteps": 1000}}}))
+    assert job is not None
+    own = pod(kube, "a", "victim-0", "victim")
+    mine = {"step": 120.0, "step_rate_sum": 1.0, "step_rate_count": 10.0, "tokens_per_second": 1000.0}
+    sync = ProgressSync(kube, Down([("a", "victim", own, mine)]), 60, lambda: [job], lambda: NOW)
+    assert asyncio.run(sync.run_once()) == 1
+    assert sync.scrape.counts == dict.fromkeys(workerpods.VERDICTS, 0)

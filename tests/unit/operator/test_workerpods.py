@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from statictrain import labels
+from statictrain_operator import workerpods
 from statictrain_operator.anomaly import queries
 from statictrain_operator.workerpods import Ignored, JobSeries, worker_uids
 
@@ -83,3 +84,28 @@ def test_ignored_logs_each_stranger_once(caplog: pytest.LogCaptureFixture) -> No
     assert ig.count == 3
     assert sum("ignoring series" in r.getMessage() for r in caplog.records) == 3
     assert "'evil'" in caplog.records[0].getMessage()
+
+
+@pytest.mark.parametrize(
+    ("series", "want"),
+    [
+        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "u1"}], {"u1": "from_discovery"}, id="discovery"),
+        pytest.param([{"pod_uid": "u1"}], {"u1": "from_exporter"}, id="own-label-kept"),
+        pytest.param([{"exported_pod_uid": "u1"}], {"u1": "missing"}, id="renamed-not-set"),
+        # a well-formed series from elsewhere does not hide the job's own sidecar scraped with honor_labels
+        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "u1"}, {"pod_uid": "u1"}], {"u1": "from_exporter"},
+                     id="worst-wins"),
+        # discovery says u1; the sidecar claims another UID: pod_uid is still Prometheus' own
+        pytest.param([{"pod_uid": "u1", "exported_pod_uid": "zz"}], {"u1": "from_discovery"}, id="odd-claim"),
+        pytest.param([{"pod_uid": "zz"}, {"exported_pod_uid": "yy"}], {}, id="other-pods"),
+        # another pod claims u1 under a pod_uid of its own: that says nothing about u1's scrape
+        pytest.param([{"pod_uid": "zz", "exported_pod_uid": "u1"}], {}, id="claimant"),
+        pytest.param([], {}, id="no-sidecar-yet"),
+    ],
+)
+def test_scrape_verdicts(series: list[dict[str, str]], want: dict[str, str]) -> None:
+    assert workerpods.scrape_verdicts(series, {"u1", "u2"}) == want
+
+
+def test_scrape_check_query_reads_every_sidecar_with_both_uid_labels() -> None:
+    assert workerpods.SCRAPE_CHECK_QUERY == "count by (pod_uid, exported_pod_uid) (statictrain_sidecar_info)"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
 from dataclasses import fields
 from pathlib import Path
@@ -96,10 +97,8 @@ def test_two_rank_ddp_matches_one_rank_with_double_batch(trainer_env: RunEnv, tm
     assert all(len(r.rank_seconds) == 1 for r in r1)
 
 
-@pytest.fixture(scope="module")
-def compiled_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """Two fresh processes compile the same tiny model with one shared cache (each its own inductor dir)."""
-    root = tmp_path_factory.mktemp("compiled")
+def _compiled_env(root: Path, name: str, **extra: str) -> dict[str, str]:
+    """A fresh trainer process's environment: the tiny model compiled, the cache under root/cache."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("STATICTRAIN_")}
     env.update(
         {
@@ -110,15 +109,19 @@ def compiled_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
             envvars.COMPILE_CACHE_DIR: str(root / "cache"),
             envvars.PEAK_TFLOPS: "1",
             "OMP_NUM_THREADS": "1",
-        }
-    )
-    for name in ("first", "second"):
-        run = {
-            **env,
             envvars.STATS_DIR: str(root / name),
             "TORCHINDUCTOR_CACHE_DIR": str(root / f"inductor-{name}"),
         }
-        done = run_trainer(run)
+    )
+    return env | extra
+
+
+@pytest.fixture(scope="module")
+def compiled_runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """Two fresh processes compile the same tiny model with one shared cache (each its own inductor dir)."""
+    root = tmp_path_factory.mktemp("compiled")
+    for name in ("first", "second"):
+        done = run_trainer(_compiled_env(root, name))
         assert done.returncode == ExitCode.OK, done.stderr[-3000:]
     return root / "first", root / "second", root / "cache"
 
@@ -147,6 +150,30 @@ def test_second_process_finds_the_compile_cache(compiled_runs: tuple[Path, Path,
     assert not any(r.cache_hit for r in read_records(first))
     assert all(r.cache_hit for r in read_records(second))
     assert list(cache.glob("*/*.bin"))
+
+
+def test_a_loaded_cache_none_of_whose_graphs_match_is_reported_unused_and_replaced(
+    compiled_runs: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    """Real artifacts of other graphs (the same model at another batch size) filed under this key: the
+    load succeeds, nothing in it is used, so the run says so (not "hit") and saves its own in their place.
+    (On an H200, GPU artifacts filed under the CPU's key behave the same: bench/compile_cache_devices.py.)"""
+    first, _, cache = compiled_runs
+    other = run_trainer(_compiled_env(tmp_path, "other", **{envvars.BATCH_SIZE: "4", envvars.MAX_STEPS: "2"}))
+    assert other.returncode == ExitCode.OK, other.stderr[-3000:]
+    [foreign] = (tmp_path / "cache").glob("*/*.bin")
+    planted = tmp_path / "planted"
+    shutil.copytree(cache, planted / "cache")
+    [own] = (planted / "cache").glob("*/*.bin")
+    assert own.parent.name != foreign.parent.name  # another workload key: other graphs
+    own.write_bytes(foreign.read_bytes())
+    done = run_trainer(_compiled_env(planted, "run"))
+    assert done.returncode == ExitCode.OK, done.stderr[-3000:]
+    records = read_records(planted / "run")
+    assert {r.cache_status for r in records} == {"unused"} and not any(r.cache_hit for r in records)
+    assert "compile cache unused" in done.stderr
+    assert [r.loss for r in records] == pytest.approx([r.loss for r in read_records(first)], rel=1e-6)
+    assert own.read_bytes() != foreign.read_bytes()  # replaced by this run's own artifacts
 
 
 @pytest.mark.slow

@@ -47,7 +47,8 @@ class CacheLoad:
     reason: str
     """One line for the log."""
     status: str = ""
-    """A short fixed code for metrics: hit, miss_empty, miss_other_environment, load_failed, no_artifacts."""
+    """A short fixed code for metrics: hit, miss_empty, miss_other_environment, load_failed, no_artifacts,
+    unused (loaded, but none of its graphs matched: set by the loop after the first compile)."""
 
 
 def model_fingerprint(model: nn.Module) -> str:

@@ -165,6 +165,11 @@ class _LocalTimer:
         return self._t1 - self._t0
 
 
+def unused_load(before: dynamo_stats.CompileStats, after: dynamo_stats.CompileStats) -> bool:
+    """Graphs were compiled from scratch and none came from the FX graph cache (pure)."""
+    return after.fx_cache_misses > before.fx_cache_misses and after.fx_cache_hits == before.fx_cache_hits
+
+
 class Trainer:
     """Builds the compiled step for one workload and runs it."""
 
@@ -379,9 +384,20 @@ class Trainer:
         return None
 
     def _save_cache_if_new(self, before: dynamo_stats.CompileStats, after: dynamo_stats.CompileStats) -> None:
-        """Save artifacts after steps that really compiled, unless they came from the cache."""
-        if self.cache is None or not self.ctx.is_main or (self.cache_load is not None and self.cache_load.hit):
+        """Save artifacts after steps that really compiled, unless they came from the cache. A loaded
+        cache none of whose graphs matched (real artifacts of another device or torch filed under this
+        key: measured on an H200, bench/compile_cache_devices.py) is reported as unused and replaced."""
+        if self.cache is None or not self.ctx.is_main:
             return
+        if self.cache_load is not None and self.cache_load.hit:
+            if not unused_load(before, after):
+                return
+            self.cache_load = CacheLoad(
+                hit=False,
+                reason=f"{self.cache_load.reason}, but none of its graphs matched: replaced with this process's",
+                status="unused",
+            )
+            log.warning("compile cache unused: %s", self.cache_load.reason)
         if after.fx_cache_misses == before.fx_cache_misses and after.unique_graphs == before.unique_graphs:
             return
         self.cache.save({"workload": self.workload.name, "torch": torch.__version__})
@@ -436,6 +452,7 @@ class Trainer:
             result.end_step = p.step
             if compiled_now or p.step == self.start_step + 1:
                 self._save_cache_if_new(saved_counters, now)
+                result.cache = self.cache_load
                 saved_counters = now
             if stats is not None:
                 stats.write(self._record(p.step, seconds, loss, now, rank_seconds))

@@ -18,6 +18,11 @@ app.kubernetes.io/component: scheduler
 {{- $scheme := ternary "https" "http" (ne .Values.extender.tls.secretName "") -}}
 {{- printf "%s://%s.%s.svc:%d/scheduler" $scheme (include "statictrain.extender.fullname" .) .Release.Namespace (int .Values.extender.port) -}}
 {{- end }}
+{{/* The extender's health endpoint the operator probes (STATICTRAIN_OPERATOR_EXTENDER_HEALTH_URL). */}}
+{{- define "statictrain.extender.healthUrl" -}}
+{{- $scheme := ternary "https" "http" (ne .Values.extender.tls.secretName "") -}}
+{{- printf "%s://%s.%s.svc:%d/healthz" $scheme (include "statictrain.extender.fullname" .) .Release.Namespace (int .Values.extender.port) -}}
+{{- end }}
 {{/* The KubeSchedulerConfiguration of the statictrain kube-scheduler. */}}
 {{- define "statictrain.scheduler.config" -}}
 apiVersion: kubescheduler.config.k8s.io/v1

@@ -8,7 +8,7 @@ from typing import Any
 
 from statictrain import labels
 
-__all__ = ["about_job", "about_namespace"]
+__all__ = ["about_job", "about_lease", "about_namespace"]
 
 
 def _micro(now: datetime) -> str:
@@ -63,4 +63,14 @@ def about_namespace(namespace: str, *, reason: str, message: str, component: str
     involved = {"apiVersion": "v1", "kind": "Namespace", "name": namespace}
     return _event(
         namespace, involved, reason=reason, message=message, event_type="Warning", component=component, now=now
+    )
+
+
+def about_lease(
+    namespace: str, name: str, *, reason: str, message: str, event_type: str, component: str, now: datetime
+) -> dict[str, Any]:
+    """An Event about a Lease (the operator's heartbeat Lease: findings about the operator's own surroundings)."""
+    involved = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "name": name, "namespace": namespace}
+    return _event(
+        namespace, involved, reason=reason, message=message, event_type=event_type, component=component, now=now
     )

@@ -5,9 +5,10 @@ module runs the queries (in a thread: the reader is synchronous) and writes
 what changed with the part's own field manager (writer.PROGRESS). Only the
 series of each job's worker pods, listed from the API server each pass, count
 (statictrain_operator.workerpods says why); others that claim a job are logged
-once and ignored. Progress no
-longer depends on the cost part: switching cost off keeps step, ETA and the
-Compiling phase.
+once and ignored. Each pass also checks how the listed pods' sidecars were scraped
+(workerpods.ScrapeCheck: a warning once per kind of wrong scrape config, and
+statictrain_scrape_tenancy_pods). Progress no longer depends on the cost part:
+switching cost off keeps step, ETA and the Compiling phase.
 """
 
 from __future__ import annotations
@@ -18,15 +19,24 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from statictrain import labels
+import prometheus_client
+from statictrain import labels, metrics
 
 from statictrain_operator import progress, workerpods, writer
 from statictrain_operator.kube import port
-from statictrain_operator.prom import PromReader
+from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
 
-__all__ = ["ProgressSync"]
+__all__ = ["SCRAPE_TENANCY_PODS", "ProgressSync"]
 
 log = logging.getLogger(__name__)
+
+SCRAPE_TENANCY_PODS = prometheus_client.Gauge(
+    metrics.SCRAPE_TENANCY_PODS,
+    "Worker pods of the watched jobs by where their sidecar series' pod_uid came from in the last progress pass: "
+    "from_discovery (Prometheus), from_exporter (the sidecar's own, kept: any exporter can speak for a job), "
+    "missing (none: the job's series are not seen)",
+    ["verdict"],
+)
 
 
 class ProgressSync:
@@ -44,6 +54,7 @@ class ProgressSync:
         self.writer = writer.StatusWriter(kube, writer.PROGRESS)
         self.queries = progress.queries(rate_window_s)
         self.ignored = workerpods.Ignored("progress")
+        self.scrape = workerpods.ScrapeCheck("progress")
 
     def pod_figures(self, at: float) -> dict[str, dict[progress.SeriesKey, float]]:
         out: dict[str, dict[progress.SeriesKey, float]] = {}
@@ -67,6 +78,18 @@ class ProgressSync:
                 self.ignored.note(key, claimed, uids.get(key, frozenset()))
         return figures
 
+    def check_scrape(self, at: float, uids: dict[progress.JobKey, frozenset[str]], keys: set[progress.JobKey]) -> None:
+        """How the jobs' listed pods' sidecars were scraped: warn once per kind of problem, set the gauge.
+
+        Prometheus trouble skips the check this pass (the figures' own queries report it)."""
+        try:
+            series = [s.labels for s in self.prom.query(workerpods.SCRAPE_CHECK_QUERY, at)]
+        except (PrometheusUnavailableError, PrometheusQueryError):
+            return
+        verdicts = {key: workerpods.scrape_verdicts(series, uids[key]) for key in keys if key in uids}
+        for verdict, pods in self.scrape.note(verdicts).items():
+            SCRAPE_TENANCY_PODS.labels(verdict=verdict).set(pods)
+
     async def run_once(self) -> int:
         """Write every job whose progress or compile figures changed; returns how many were written."""
         now = self.clock()
@@ -81,6 +104,7 @@ class ProgressSync:
         )
         uids = workerpods.worker_uids(pod for pods in listed for pod in pods)
         figures = await asyncio.to_thread(self.figures, now.timestamp(), uids, keys)
+        await asyncio.to_thread(self.check_scrape, now.timestamp(), uids, keys)
         written = 0
         for job in jobs:
             patch = progress.status_patch(job, figures, now)
