@@ -37,6 +37,10 @@ class ClusterError(RuntimeError):
     """The cluster could not be started or reached; the message says what to do."""
 
 
+class ComponentDiedError(ClusterError):
+    """A control-plane process exited: waiting longer cannot help."""
+
+
 def state_dir(name: str) -> Path:
     return cache_root() / "clusters" / name
 
@@ -256,6 +260,19 @@ class LocalCluster:
                                f"its logs are under {self.root / 'kwok'}")
         self._wait(lambda: self.kubectl("get", "--raw", "/readyz", check=False).returncode == 0,
                    timeout_s, "the API server to become ready")
+        self._wait(self._control_plane_working, timeout_s,
+                   "the controller manager to create the default ServiceAccount")
+
+    def _control_plane_working(self) -> bool:
+        """Every process kwokctl started is alive and the controller manager works: it has made the
+        default namespace's ServiceAccount. (kwokctl's --wait does not see a component that exits
+        right after starting, e.g. on a port another process took.)"""
+        kwok = self.root / "kwok" / "clusters" / self.name
+        dead = procs.dead_pidfiles(kwok / "pids")
+        if dead:
+            raise ComponentDiedError(f"{', '.join(dead)} exited after starting; see {kwok / 'logs'}/<name>.log "
+                                "(a port taken by another process is the usual cause: start again)")
+        return self.kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0
 
     def _create_nodes(self, pools: list[nodepool.Pool], timeout_s: float) -> None:
         manifests = nodepool.node_manifests(pools)
@@ -433,8 +450,12 @@ class LocalCluster:
     def _wait(check: Any, timeout_s: float, what: str) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            with contextlib.suppress(ClusterError, subprocess.TimeoutExpired):
+            try:
                 if check():
                     return
+            except ComponentDiedError:
+                raise
+            except (ClusterError, subprocess.TimeoutExpired):
+                pass
             time.sleep(0.5)
         raise ClusterError(f"timed out after {timeout_s:.0f}s waiting for {what}")

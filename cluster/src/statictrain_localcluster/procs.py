@@ -57,6 +57,19 @@ def alive(pid: int) -> bool:
     return True
 
 
+def dead_pidfiles(folder: Path) -> list[str]:
+    """Names of the ``<name>.pid`` files in ``folder`` whose process is gone (unreadable counts as gone)."""
+    dead = []
+    for f in sorted(folder.glob("*.pid")):
+        try:
+            pid = int(f.read_text().strip())
+        except (OSError, ValueError):
+            pid = 0
+        if pid <= 0 or not alive(pid):
+            dead.append(f.stem)
+    return dead
+
+
 def terminate(pids: list[int], grace_s: float = 10.0) -> None:
     """SIGTERM, wait up to grace_s, then SIGKILL whatever is left."""
     for pid in pids:

@@ -60,8 +60,15 @@ def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.ConnectionInfo(**ep.kopf_fields())  # type: ignore[arg-type]
 
 
-def _snapshot(body: kopf.Body) -> dict[str, Any]:
+JOB_SPEC_READ = ("suspend", "parallelism", "completions")
+"""All of a worker Job's spec that planning and status read (reconcile.plan, status.compute): its index
+keeps these, not the pod template, which is most of a Job's size and would stay alive for every job."""
+
+
+def _snapshot(body: kopf.Body, spec_keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """What the converger reads of an object; the whole spec unless ``spec_keys`` names the keys to keep."""
     meta = body.metadata
+    spec = body.spec if spec_keys is None else {k: body.spec[k] for k in spec_keys if k in body.spec}
     return {
         "metadata": {
             "name": meta.name,
@@ -74,7 +81,7 @@ def _snapshot(body: kopf.Body) -> dict[str, Any]:
             "ownerReferences": list(meta.get("ownerReferences") or []),
         },
         "uid": meta.uid,
-        "spec": dict(body.spec),
+        "spec": dict(spec),
         "status": dict(body.status),
     }
 
@@ -92,16 +99,17 @@ def _owner_key(body: kopf.Body) -> tuple[str, str] | None:
 
 @kopf.index(*JOBS, labels=MANAGED)
 async def worker_jobs_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """Worker Jobs (metadata, spec, status), keyed by their owner's (namespace, name)."""
+    """Worker Jobs (metadata, the spec fields of JOB_SPEC_READ, status), keyed by their owner's (namespace, name)."""
     key = _owner_key(body)
-    return {key: _snapshot(body)} if key else {}
+    return {key: _snapshot(body, JOB_SPEC_READ)} if key else {}
 
 
 @kopf.index(*SERVICES, labels=MANAGED)
 async def worker_services_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """Worker Services, keyed by their owner's (namespace, name)."""
+    """Worker Services (metadata and status; planning reads no part of their spec), keyed by their owner's
+    (namespace, name)."""
     key = _owner_key(body)
-    return {key: _snapshot(body)} if key else {}
+    return {key: _snapshot(body, ())} if key else {}
 
 
 @kopf.index(*PODS, labels=PREFLIGHT)

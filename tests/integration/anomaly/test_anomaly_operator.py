@@ -8,13 +8,10 @@ restarted operator does not act again. (Budgets are the cost part's: not here.)
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
-import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,65 +21,9 @@ from statictrain_localcluster.waiting import eventually
 from statictrain_operator.anomaly import history as hist
 from statictrain_operator.anomaly.remediation import Intent
 
-from .helpers import Trainer, create_job, events, free_port, get_job
+from .helpers import Trainer, create_job, events, get_job
 
 pytestmark = pytest.mark.cluster
-
-KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"}
-
-
-@pytest.fixture
-def operator(cluster: Any, namespace: str, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
-    exe = shutil.which("statictrain-operator", path=os.path.dirname(sys.executable))
-    assert exe, "statictrain-operator is not installed in this environment"
-    env = dict(cluster.env)
-    env.update(
-        {
-            "STATICTRAIN_OPERATOR_NAMESPACES": namespace,
-            "STATICTRAIN_OPERATOR_PARTS": "anomaly",
-            "STATICTRAIN_OPERATOR_TOLERATIONS": json.dumps([KWOK_TOLERATION]),
-            "STATICTRAIN_OPERATOR_HEARTBEAT_NAMESPACE": namespace,
-            "STATICTRAIN_PROMETHEUS_URL": cluster.prometheus_url,
-            "STATICTRAIN_ANOMALY_INTERVAL_S": "2",
-            "STATICTRAIN_ANOMALY_LOOKBACK_S": "600",
-            "STATICTRAIN_ANOMALY_STEP_S": "1",
-            "STATICTRAIN_ANOMALY_RATE_WINDOW_S": "3",
-            "STATICTRAIN_ANOMALY_PROPHET_MIN_POINTS": "100000",
-        }
-    )
-    procs: list[subprocess.Popen[bytes]] = []
-    metrics_port = free_port()
-
-    def start(log_name: str = "first") -> subprocess.Popen[bytes]:
-        log = (tmp_path / f"operator-{log_name}.log").open("wb")
-        cmd = [
-            exe,
-            "--kubeconfig",
-            str(cluster.kubeconfig),
-            "--liveness",
-            f"http://127.0.0.1:{free_port()}/healthz",
-            "--metrics-address",
-            "127.0.0.1",
-            "--metrics-port",
-            str(metrics_port),
-        ]
-        p = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        procs.append(p)
-        p.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"  # type: ignore[attr-defined]
-        return p
-
-    yield start
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(30)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(30)
-    for f in sorted(tmp_path.glob("operator-*.log")):
-        sys.stderr.write(f"--- {f.name}\n{f.read_text(errors='replace')[-4000:]}\n")
 
 
 def intents(cluster: Any, namespace: str, name: str) -> list[Intent]:

@@ -47,7 +47,7 @@ from statictrain_operator.progress.sync import ProgressSync
 from statictrain_operator.prom import HttpPrometheus
 
 from ..anomaly.helpers import worker_pod
-from .helpers import scraped_registry
+from .helpers import gpu_share_of, scraped_registry
 
 pytestmark = pytest.mark.cluster
 
@@ -257,26 +257,9 @@ def test_custom_prices_from_a_configmap_win_and_go_away_again(
     assert p5("on-demand")[labels.PRICE_SOURCE] == "catalog"
 
 
-OPENCOST_RATES = {"gpu": Decimal("0.95"), "cpu": Decimal("0.031611"), "memory": Decimal("0.004237")}
-"""OpenCost's published default hourly rates per GPU, vCPU and GiB of memory: the ratio in which a node
-price known only as a whole is split between its resources (written out here, not taken from the product)."""
-BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
-
-
-def gib(quantity: str) -> Decimal:
-    """A memory quantity as the API server reports node capacity (binary suffix or bytes), in GiB."""
-    for suffix, factor in BINARY_SUFFIXES.items():
-        if quantity.endswith(suffix):
-            return Decimal(quantity[: -len(suffix)]) * factor / 2**30
-    return Decimal(quantity) / 2**30
-
-
 def one_gpu_hourly(node: dict[str, Any]) -> Decimal:
-    """One GPU's share of the node's annotated price: price x GPU rate / sum(allocatable x rate)."""
-    alloc = node["status"]["allocatable"]
-    amounts = {"gpu": Decimal(alloc[labels.GPU_RESOURCE]), "cpu": Decimal(alloc["cpu"]), "memory": gib(alloc["memory"])}
-    weighted = sum((amounts[r] * OPENCOST_RATES[r] for r in OPENCOST_RATES), Decimal(0))
-    return Decimal(node["metadata"]["annotations"][labels.HOURLY_COST]) * OPENCOST_RATES["gpu"] / weighted
+    """One GPU's share of the node's annotated price (gpu_share_of)."""
+    return gpu_share_of(node, Decimal(node["metadata"]["annotations"][labels.HOURLY_COST]))
 
 
 def test_running_job_accumulates_cost_and_budget_suspends_once(

@@ -7,6 +7,7 @@ import math
 import pytest
 from statictrain_operator.anomaly import faults as flt
 from statictrain_operator.anomaly.remediation import FindingKind
+from statictrain_operator.anomaly.settings import AnomalySettings
 
 T0 = 1_800_000_000.0
 S = flt.FaultSettings()
@@ -134,3 +135,22 @@ def test_step_time_alone_shows_progress_for_idle() -> None:
     ts, util = series[flt.GPU_UTILIZATION]
     only = {flt.STEP_SECONDS: series[flt.STEP_SECONDS], flt.GPU_UTILIZATION: (ts, util)}
     assert kinds(only, T0 + 150) == {FindingKind.IDLE_GPU}
+
+
+@pytest.mark.parametrize("step_s", [1.0, 60.0])
+def test_idle_and_leak_are_seen_at_the_query_resolution_the_settings_give(step_s: float) -> None:
+    """At the chart's default 60 s resolution the 30 s windows held one point: an idle GPU and a leak were never
+    found. AnomalySettings.faults widens them to five query steps."""
+    s = AnomalySettings(lookback_s=7200, step_s=step_s).faults()
+    n = int(7200 / step_s)
+    ts = [T0 + i * step_s for i in range(n)]
+    steps = (ts, [0.1] * n)
+    idle = {flt.GPU_UTILIZATION: (ts, [0.0] * n), flt.STEP_SECONDS: steps}
+    gib = 2.0**30  # device of 80 GiB filling at 0.06 GiB/s for the last ~20 min: full in under 3 min
+    used = [max(gib, 70 * gib - 0.06 * gib * (ts[-1] - t)) for t in ts]
+    leak = {flt.GPU_MEMORY_USED_BYTES: (ts, used), flt.GPU_MEMORY_TOTAL_BYTES: (ts, [80 * gib] * n)}
+    leak[flt.STEP_SECONDS] = steps
+    assert [f.kind for f in flt.detect(idle, ts[-1], s)] == [FindingKind.IDLE_GPU]
+    assert [f.kind for f in flt.detect(leak, ts[-1], s)] == [FindingKind.MEMORY_LEAK]
+    blind = flt.FaultSettings()  # the fixed 30 s windows alone
+    assert bool(flt.detect(idle, ts[-1], blind)) == bool(flt.detect(leak, ts[-1], blind)) == (step_s == 1.0)

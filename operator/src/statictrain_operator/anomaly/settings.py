@@ -14,9 +14,11 @@ from statictrain_operator.anomaly.faults import FaultSettings
 from statictrain_operator.anomaly.findings import FindingSettings
 from statictrain_operator.anomaly.remediation import PolicySettings
 
-__all__ = ["ENV_PREFIX", "AnomalySettings"]
+__all__ = ["ENV_PREFIX", "WINDOW_STEPS", "AnomalySettings"]
 
 ENV_PREFIX = "STATICTRAIN_ANOMALY_"
+WINDOW_STEPS = 5
+"""Query steps a training-fault window spans at least (the memory-leak detector needs five points)."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,15 @@ class AnomalySettings:
         return FindingSettings(stall_min_s=self.stall_min_s)
 
     def faults(self) -> FaultSettings:
-        """Thresholds of the training-fault detectors."""
-        return FaultSettings(idle_utilization=self.idle_utilization)
+        """Thresholds of the training-fault detectors; their averaging windows span at least
+        ``WINDOW_STEPS`` query steps (at the default 60 s resolution a 30 s window holds one point, and the idle
+        and memory-leak detectors need three and five: they would never fire)."""
+        base, span = FaultSettings(), WINDOW_STEPS * self.step_s
+        return FaultSettings(
+            idle_utilization=self.idle_utilization,
+            idle_window_s=max(base.idle_window_s, span),
+            leak_window_s=max(base.leak_window_s, span),
+        )
 
     @property
     def good_settle(self) -> timedelta:
