@@ -113,6 +113,8 @@ def test_each_job_writes_only_its_folder_reads_shared_read_only_and_another_name
     assert "compile cache unused" not in log_b and SAVED.search(log_b) is None, log_b
     probe = kube.run("exec", pod_b, "-c", "trainer", "--", "touch", f"{SHARED_DIR}/probe", check=False)
     assert probe.returncode != 0 and "Read-only file system" in probe.stderr, (probe.returncode, probe.stderr)
+    own = kube.run("exec", pod_b, "-c", "trainer", "--", "find", CACHE_DIR, "-mindepth", "1")
+    assert own.stdout == "", own.stdout  # b's own mount is its empty jobs/b: nothing of a's, no jobs/ above
 
     log_other = succeeded_log(other, "a")
     assert "compile cache miss: nothing under" in log_other, log_other
