@@ -58,15 +58,19 @@ def node_operator(make_operator: Any, images: dict[str, str], real_node: str, cl
     real node, with the sidecar image from the Dockerfile."""
     monkeypatch.setenv("STATICTRAIN_COST_PROMETHEUS_URL", cluster.prometheus_url)
     monkeypatch.setenv("STATICTRAIN_COST_INTERVAL_S", "2")
-    yield make_operator(
-        parts="cost",
-        sidecar_image=images["sidecar"],
-        image_pull_policy="Never",
-        tolerations=[REAL_NODE_TOLERATION],
-        node_selector={"kubernetes.io/hostname": real_node},
-        scheduler_name="default-scheduler",
-        checkpoint_volume_size="1Gi",
-    )
+    yield make_operator(parts="cost", **node_settings(images, real_node))
+
+
+def node_settings(images: dict[str, str], real_node: str) -> dict[str, Any]:
+    """Operator settings that place workers on the real node with the sidecar image from the Dockerfile."""
+    return {
+        "sidecar_image": images["sidecar"],
+        "image_pull_policy": "Never",
+        "tolerations": [REAL_NODE_TOLERATION],
+        "node_selector": {"kubernetes.io/hostname": real_node},
+        "scheduler_name": "default-scheduler",
+        "checkpoint_volume_size": "1Gi",
+    }
 
 
 RESUMED = re.compile(r"resumed from \S+ \(step (\d+)\)")
@@ -118,8 +122,13 @@ def logs(kube: Kube, pod: str, container: str = "trainer") -> str:
 
 def checkpoint_dir(kube: Kube, job: str) -> Path:
     """The job's checkpoint folder on the node: the bound volume's host path."""
-    pvc = wait_for(lambda: (kube.get("pvc", f"{job}-checkpoint") or {}).get("spec", {}).get("volumeName"),
-                   f"checkpoint claim of {job} bound")
+    return claim_dir(kube, f"{job}-checkpoint")
+
+
+def claim_dir(kube: Kube, claim: str) -> Path:
+    """The folder on the node of a claim of the namespace: the bound volume's host path."""
+    pvc = wait_for(lambda: (kube.get("pvc", claim) or {}).get("spec", {}).get("volumeName"),
+                   f"claim {claim} bound")
     pv = json.loads(kube.cluster.kubectl("get", "pv", pvc, "-o", "json").stdout)
     return Path(pv["spec"]["hostPath"]["path"])
 
