@@ -6,7 +6,10 @@ import json
 import math
 import os
 import shutil
+import socket
 import statistics
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 
@@ -174,6 +177,40 @@ def test_a_loaded_cache_none_of_whose_graphs_match_is_reported_unused_and_replac
     assert "compile cache unused" in done.stderr
     assert [r.loss for r in records] == pytest.approx([r.loss for r in read_records(first)], rel=1e-6)
     assert own.read_bytes() != foreign.read_bytes()  # replaced by this run's own artifacts
+
+
+def _run_pods(root: Path, name: str) -> list[Path]:
+    """One job of two pods: two torchrun nodes of one process each, sharing root/cache; each pod's stats
+    go to root/<name>-<node>."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    pods, stats = [], []
+    for node in (0, 1):
+        stats.append(root / f"{name}-{node}")
+        env = _compiled_env(root, stats[-1].name, **{envvars.MAX_STEPS: "4"})
+        argv = [str(torchrun), "--nnodes=2", "--nproc_per_node=1", f"--node_rank={node}"]
+        argv += ["--master_addr=127.0.0.1", f"--master_port={port}", "-m", "statictrain_trainer.main"]
+        pods.append(subprocess.Popen(argv, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True))
+    errs = [p.communicate(timeout=600)[1] for p in pods]
+    assert [p.returncode for p in pods] == [0, 0], errs[0][-2000:] + errs[1][-2000:]
+    return stats
+
+
+def test_every_pod_of_a_job_reports_an_unused_cache_not_only_the_first(tmp_path: Path) -> None:
+    """Each pod's local rank 0 writes its own stats, so the second pod (global rank 1, which does not
+    save) must say "unused" too when the cache under the job's key holds another workload's artifacts."""
+    other = run_trainer(_compiled_env(tmp_path / "o", "other", **{envvars.BATCH_SIZE: "4", envvars.MAX_STEPS: "2"}))
+    assert other.returncode == ExitCode.OK, other.stderr[-3000:]
+    [foreign] = (tmp_path / "o" / "cache").glob("*/*.bin")
+    _run_pods(tmp_path, "first")
+    [own] = (tmp_path / "cache").glob("*/*.bin")
+    own.write_bytes(foreign.read_bytes())
+    for stats in _run_pods(tmp_path, "planted"):
+        records = read_records(stats)
+        assert [r.world_size for r in records] == [2] * 4
+        assert {r.cache_status for r in records} == {"unused"}, stats.name
 
 
 @pytest.mark.slow

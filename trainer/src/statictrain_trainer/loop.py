@@ -386,8 +386,9 @@ class Trainer:
     def _save_cache_if_new(self, before: dynamo_stats.CompileStats, after: dynamo_stats.CompileStats) -> None:
         """Save artifacts after steps that really compiled, unless they came from the cache. A loaded
         cache none of whose graphs matched (real artifacts of another device or torch filed under this
-        key: measured on an H200, bench/compile_cache_devices.py) is reported as unused and replaced."""
-        if self.cache is None or not self.ctx.is_main:
+        key: measured on an H200, bench/compile_cache_devices.py) is reported as unused and replaced.
+        Every rank decides the report (each pod's local rank 0 writes its own stats); rank 0 saves."""
+        if self.cache is None:
             return
         if self.cache_load is not None and self.cache_load.hit:
             if not unused_load(before, after):
@@ -398,6 +399,8 @@ class Trainer:
                 status="unused",
             )
             log.warning("compile cache unused: %s", self.cache_load.reason)
+        if not self.ctx.is_main:
+            return
         if after.fx_cache_misses == before.fx_cache_misses and after.unique_graphs == before.unique_graphs:
             return
         self.cache.save({"workload": self.workload.name, "torch": torch.__version__})
