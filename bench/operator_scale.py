@@ -202,19 +202,39 @@ def start_operator(cluster: Any, ns: str, parts: str, port: int, pythonpath: str
             time.sleep(0.2)
 
 
+def start_floor(cluster: Any, ns: str) -> subprocess.Popen[bytes]:
+    """bench/floor_controller.py watching ``ns``, its watch established when this returns."""
+    script = pathlib.Path(__file__).with_name("floor_controller.py")
+    cmd = [sys.executable, str(script), "--kubeconfig", str(cluster.kubeconfig), "--namespace", ns]
+    floor = subprocess.Popen(cmd, env=cluster.env, stdout=subprocess.PIPE)
+    assert floor.stdout is not None
+    if floor.stdout.readline().strip() != b"watching":
+        raise SystemExit("the floor controller did not start")
+    return floor
+
+
+Launch = Any
+"""(namespace, port) -> the side's controller process, running and watching its namespace."""
+
+
+def operator_side(cluster: Any, parts: str, pythonpath: str | None) -> Launch:
+    return lambda ns, port: start_operator(cluster, ns, parts, port, pythonpath)
+
+
 def run_size(
     cluster: Any, jobs: int, parts: str, timeout: float, *, wait_gone: bool, pythonpath: str | None = None
 ) -> dict[str, Any]:
     """One measurement: a fresh namespace and operator, ``jobs`` StaticTrainingJobs created at once."""
-    return run_sides(cluster, jobs, parts, timeout, {"run": pythonpath}, wait_gone=wait_gone)["run"]
+    sides = {"run": operator_side(cluster, parts, pythonpath)}
+    return run_sides(cluster, jobs, timeout, sides, wait_gone=wait_gone)["run"]
 
 
 def run_sides(
-    cluster: Any, jobs: int, parts: str, timeout: float, sides: dict[str, str | None], *, wait_gone: bool
+    cluster: Any, jobs: int, timeout: float, sides: dict[str, Launch], *, wait_gone: bool
 ) -> dict[str, dict[str, Any]]:
-    """``jobs`` StaticTrainingJobs created at once, shared out in turn among ``sides`` (name -> the operator's
-    PYTHONPATH, see start_operator): each side is a fresh namespace with its own operator, all running at the
-    same time, so two operators compared this way see the same machine load."""
+    """``jobs`` StaticTrainingJobs created at once, shared out in turn among ``sides`` (name -> how to start
+    its controller): each side is a fresh namespace with its own controller, all running at the same time,
+    so two controllers compared this way see the same machine load."""
     tag = uuid.uuid4().hex[:6]
     namespaces = {side: f"bench-{tag}-{i}" for i, side in enumerate(sides)}
     ops: dict[str, subprocess.Popen[bytes]] = {}
@@ -226,12 +246,18 @@ def run_sides(
         custom, batch, core = client.CustomObjectsApi(api), client.BatchV1Api(api), client.CoreV1Api(api)
         for i, (side, ns) in enumerate(namespaces.items()):
             cluster.kubectl("create", "namespace", ns)
-            ops[side] = start_operator(cluster, ns, parts, 18080 + (os.getpid() + i) % 1000, sides[side])
+            ops[side] = sides[side](ns, 18080 + (os.getpid() + i) % 1000)
 
         selector = f"{labels.MANAGED_BY}={labels.MANAGED_BY_VALUE}"
         jobs_w = {side: Watcher(batch.list_namespaced_job, ns, selector) for side, ns in namespaces.items()}
         pods_w = {side: Watcher(core.list_namespaced_pod, ns, labels.JOB) for side, ns in namespaces.items()}
-        for w in [*jobs_w.values(), *pods_w.values()]:
+
+        def list_stjs(ns: str, **kw: Any) -> Any:
+            return custom.list_namespaced_custom_object(labels.GROUP, labels.VERSION, ns, labels.PLURAL, **kw)
+
+        stj_w = {side: Watcher(list_stjs, ns, "") for side, ns in namespaces.items()}
+        watchers = [*jobs_w.values(), *pods_w.values(), *stj_w.values()]
+        for w in watchers:
             w.start()
             w.ready.wait(30)
 
@@ -273,6 +299,8 @@ def run_sides(
             mine = [n for s, n in names if s == side]
             pods = pods_w[side].seen
             latencies = [jobs_w[side].seen[f"{n}-worker"] - created[n] for n in mine]
+            # the API's part, which any controller waits for too: create response -> the job seen by a watch
+            lags = [stj_w[side].seen.get(n, float("nan")) - created[n] for n in mine]
             mem = out[side].pop("memory")
             out[side] = {
                 "jobs": len(mine),
@@ -283,13 +311,15 @@ def run_sides(
                 "handler_latency_p99_s": round(percentile(latencies, 99), 4),
                 "handler_latency_max_s": round(max(latencies), 4),
                 "handler_latency_mean_s": round(statistics.fmean(latencies), 4),
+                "job_watch_lag_p50_s": round(percentile(lags, 50), 4),
+                "job_watch_lag_p99_s": round(percentile(lags, 99), 4),
                 "create_requests_s": round(t_applied, 3),
                 "operator_cpu_s": out[side]["operator_cpu_s"],
                 "operator_rss_mb": mem.get("VmRSS"),
                 "operator_peak_rss_mb": mem.get("VmHWM"),
                 "load_average_1m_at_end": round(os.getloadavg()[0], 2),
             }
-        for w in [*jobs_w.values(), *pods_w.values()]:
+        for w in watchers:
             w.close()
         return out
     finally:
@@ -340,6 +370,13 @@ def main(argv: list[str] | None = None) -> int:
         help="sizes also measured with this operator and the baseline running at the same time, each on half "
         "of the jobs (created in turn), so both see the same machine load: the side-by-side ratio of one run",
     )
+    p.add_argument(
+        "--floor-sizes",
+        default="",
+        help="sizes also measured with this operator and bench/floor_controller.py (one watch, one Job create "
+        "per event: the least any controller does) at the same time, each on half of the jobs: how much of the "
+        "latency the machine sets and how much the operator adds",
+    )
     args = p.parse_args(argv)
     sizes = [int(x) for x in str(args.jobs).split(",") if x.strip()]
 
@@ -366,9 +403,22 @@ def main(argv: list[str] | None = None) -> int:
         together_sizes = [int(x) for x in str(args.together_sizes).split(",") if x.strip()]
         together: dict[int, dict[str, Any]] = {}
         for n in together_sizes:
-            both = run_sides(cluster, n, args.parts, args.timeout, {"this": None, "baseline": ""}, wait_gone=True)
+            pair = {
+                "this": operator_side(cluster, args.parts, None),
+                "baseline": operator_side(cluster, args.parts, ""),
+            }
+            both = run_sides(cluster, n, args.timeout, pair, wait_gone=True)
             together[n] = {**both, "ratio_this_over_baseline": ratios(both["this"], both["baseline"])}
             print(json.dumps({"together": together[n]}), file=sys.stderr)
+        floor: dict[int, dict[str, Any]] = {}
+        for n in [int(x) for x in str(args.floor_sizes).split(",") if x.strip()]:
+            pair = {
+                "operator": operator_side(cluster, args.parts, None),
+                "floor": lambda ns, _: start_floor(cluster, ns),
+            }
+            both = run_sides(cluster, n, args.timeout, pair, wait_gone=True)
+            floor[n] = {**both, "ratio_operator_over_floor": ratios(both["operator"], both["floor"])}
+            print(json.dumps({"floor": floor[n]}), file=sys.stderr)
         for i, n in enumerate(sizes):
             if n in base_sizes:  # side by side: the baseline right before, on the same cluster and load
                 baseline[n] = run_size(cluster, n, args.parts, args.timeout, wait_gone=True, pythonpath="")
@@ -396,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
             result[f"ratio_new_over_baseline_{n}"] = ratios(new, base)
         for n, both in together.items():
             result[f"together_{n}"] = both
+        for n, both in floor.items():
+            result[f"floor_{n}"] = both
         result.update(
             {
                 "goals": {"all_workers_s": 10, "handler_latency_p50_s": 0.2, "handler_latency_p99_s": 1.0},
@@ -410,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
                     "part: the Job controller makes the pods)",
                     "handler_latency": "create response of a StaticTrainingJob -> its worker Job seen by a watch "
                     "(kopf event delivery, handler, API write, watch delivery)",
+                    "job_watch_lag": "create response of a StaticTrainingJob -> the job seen by this harness's "
+                    "watch: the API server's part, which every controller's latency includes",
+                    "floor_<n>": "this operator and bench/floor_controller.py (one watch, one Job create per event, "
+                    "nothing else) at the same time, each on half of the jobs: the floor the machine sets",
                 },
                 "operator_parts": args.parts or "core only (no progress, cost, anomaly)",
                 "nodes": {
