@@ -52,6 +52,19 @@ def test_robust_baseline_judges_recent_records(
         assert a.since == ts[-5]
 
 
+def test_an_episode_longer_than_the_recent_window_keeps_its_start() -> None:
+    """A step-time shift that began 8 points ago, judged after 8, 9 and 12 points: the start is the shift's
+    first point each time, not the first of the last five (an action id is derived from it)."""
+    base = _noisy(60, 1.0, 0.05, seed=1)
+    starts = set()
+    for n in (8, 9, 12):
+        ts, ys = _series(base + [3.0] * n)
+        a = assess("s", ts, ys, SMALL)
+        assert a.severity is Severity.CRITICAL
+        starts.add(a.since)
+    assert starts == {T0 + timedelta(seconds=60 * 60)}
+
+
 def test_too_short_series_is_insufficient_not_anomalous() -> None:
     ts, ys = _series([1.0, 50.0, 1.0])
     a = assess("x", ts, ys, SMALL)

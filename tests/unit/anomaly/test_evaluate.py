@@ -155,6 +155,36 @@ def test_recommend_mode_announces_once_and_changes_nothing() -> None:
     assert "event:RemediationRecommendedRevertSettings" not in api2.calls
 
 
+class GridProm(FakeProm):
+    """Answers as Prometheus does: a point at start + k * step for every k with the point <= end, the value
+    a function of the point's absolute time (step time 0.1 s, 0.3 s from REGRESSED_AT; no data before
+    SERIES_FROM)."""
+
+    def query_range(self, query: str, start: float, end: float, step: float) -> list[Series]:
+        if super().query_range(query, start, end, step) == []:
+            return []
+        points = [start + k * step for k in range(int((end - start) // step) + 1)]
+        live = [t for t in points if t >= SERIES_FROM]
+        return [Series({}, tuple(Sample(t, 0.3 if t >= REGRESSED_AT else 0.1) for t in live))]
+
+
+REGRESSED_AT = NOW.timestamp() - 45
+SERIES_FROM = NOW.timestamp() - 450
+
+
+def test_one_episode_is_recommended_once_whatever_the_evaluation_times() -> None:
+    """Evaluations a few seconds apart, off the step grid, read the same instants: the episode keeps its start
+    and its action id, so Recommend mode announces it once (anchored at each evaluation's time, the points
+    moved with it and every evaluation proposed a new id)."""
+    j = job("Recommend", GOOD)
+    announced = []
+    for offset in (0, 3, 7, 13):
+        api, _ = run(j, GridProm([0.0]), now=NOW + timedelta(seconds=offset))
+        announced += [c for c in api.calls if c == "event:RemediationRecommendedRevertSettings"]
+        j = api.job
+    assert announced == ["event:RemediationRecommendedRevertSettings"]
+
+
 def test_prometheus_down_fails_closed_with_condition() -> None:
     api, out = run(job("Auto", GOOD), FakeProm(None, down=True))
     assert out.applied == [] and not any(c.startswith("apply") for c in api.calls)

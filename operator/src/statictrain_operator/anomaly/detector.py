@@ -225,11 +225,23 @@ def assess(name: str, ts: Sequence[datetime], ys: Sequence[float], settings: Det
     # The median of k residuals: a sustained shift moves it, one outlier among k does not.
     score = scale_likelihood(2 * gaussian_tail(abs(z) * math.sqrt(k)))
     severity = severity_of(score, settings)
-    since = None
-    if severity is not None:
-        run = [i for i, zi in enumerate(zs) if zi * z > 0 and abs(zi) >= 2.0]
-        since = rec_t[run[0]] if run else rec_t[-1]
+    since = _since(t, y, zs, med, robust_sd) if severity is not None else None
     return Assessment(name, method, score, severity, sum(rec_y) / k, sum(expected) / k, z, since, len(y))
+
+
+def _since(t: Sequence[datetime], y: Sequence[float], zs: Sequence[float], med: float, sd: float) -> datetime:
+    """Start of the episode the recent residuals ``zs`` (the last len(zs) points) belong to: the first recent
+    point off by 2 sd in the shift's direction, and, when that is the first recent point, further back through
+    the history while its points stay 2 robust sd off its median in that direction. An episode longer than the
+    recent window so keeps its start from one evaluation to the next (an action id is derived from it)."""
+    z = statistics.median(zs)
+    k = len(zs)
+    run = [i for i, zi in enumerate(zs) if zi * z > 0 and abs(zi) >= 2.0]
+    first = len(t) - k + (run[0] if run else k - 1)
+    if run and run[0] == 0:
+        while first > 0 and (y[first - 1] - med) * z > 0 and abs(y[first - 1] - med) >= 2.0 * sd:
+            first -= 1
+    return t[first]
 
 
 @dataclass(frozen=True)

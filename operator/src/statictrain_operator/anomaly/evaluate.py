@@ -126,8 +126,7 @@ class Evaluator:
     ) -> tuple[dict[str, tuple[list[datetime], list[float]]], dict[str, tuple[list[str], list[float]]], str | None]:
         """Series by name, step time labelled by commit, and why the data cannot be trusted (or None)."""
         name, namespace = who.job, who.namespace
-        end = now.timestamp()
-        start = end - self.s.lookback_s
+        start, end = self.s.query_window(now.timestamp())
         out: dict[str, tuple[list[datetime], list[float]]] = {}
         try:
             for series, query in job_queries(who, self.s.rate_window_s).items():
@@ -164,11 +163,11 @@ class Evaluator:
 
     def fetch_faults(self, who: JobSeries, now: datetime) -> dict[str, flt.Series]:
         """The training-fault detectors' series (``rank_step_seconds.<rank>`` per rank); empty on a query failure."""
-        end = now.timestamp()
+        start, end = self.s.query_window(now.timestamp())
         out: dict[str, flt.Series] = {}
         try:
             for series, query in fault_queries(who).items():
-                for res in self.prom.query_range(query, end - self.s.lookback_s, end, self.s.step_s):
+                for res in self.prom.query_range(query, start, end, self.s.step_s):
                     key = f"{series}.{res.labels.get('rank', '')}" if series == flt.RANK_STEP_SECONDS else series
                     out[key] = ([p.t for p in res.samples], [p.v for p in res.samples])
         except (PrometheusUnavailableError, PrometheusQueryError) as exc:

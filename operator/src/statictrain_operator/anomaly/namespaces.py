@@ -75,11 +75,10 @@ class NamespaceEvaluator:
 
     def judge(self, namespace: str, now: datetime) -> Assessment | str:
         """The assessment of the namespace's cost rate at ``now`` (Prometheus read and fit, no writes)."""
-        end = now.timestamp()
+        start, end = self.s.query_window(now.timestamp())
         try:
-            res = self.prom.query_range(
-                namespace_cost_query(namespace, self.s.rate_window_s), end - self.s.lookback_s, end, self.s.step_s
-            )
+            query = namespace_cost_query(namespace, self.s.rate_window_s)
+            res = self.prom.query_range(query, start, end, self.s.step_s)
         except (PrometheusUnavailableError, PrometheusQueryError) as exc:
             return f"Prometheus query failed: {exc}"
         samples = res[0].samples if res else ()

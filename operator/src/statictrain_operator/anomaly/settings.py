@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -90,6 +91,14 @@ class AnomalySettings:
             idle_window_s=max(base.idle_window_s, span),
             leak_window_s=max(base.leak_window_s, span),
         )
+
+    def query_window(self, end: float) -> tuple[float, float]:
+        """(start, end) of a range query over the lookback ending at ``end`` (Unix seconds), its start
+        rounded up to a multiple of ``step_s``: Prometheus returns points at start + k * step, so every
+        evaluation reads the same instants (as Grafana aligns its queries). An episode's start
+        (Finding.since), and the action id derived from it, then stay put while the episode lasts;
+        anchored at ``end`` they moved with every evaluation. The newest point is at most one step old."""
+        return math.ceil((end - self.lookback_s) / self.step_s) * self.step_s, end
 
     @property
     def good_settle(self) -> timedelta:
