@@ -412,12 +412,15 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"together": together[n]}), file=sys.stderr)
         floor: dict[int, dict[str, Any]] = {}
         for n in [int(x) for x in str(args.floor_sizes).split(",") if x.strip()]:
-            pair = {
-                "operator": operator_side(cluster, args.parts, None),
-                "floor": lambda ns, _: start_floor(cluster, ns),
-            }
+            floor_side = {"floor": lambda ns, _: start_floor(cluster, ns)}
+            pair = {"operator": operator_side(cluster, args.parts, None), **floor_side}
             both = run_sides(cluster, n, args.timeout, pair, wait_gone=True)
-            floor[n] = {**both, "ratio_operator_over_floor": ratios(both["operator"], both["floor"])}
+            alone = run_sides(cluster, n, args.timeout, floor_side, wait_gone=True)["floor"]
+            floor[n] = {
+                **both,
+                "ratio_operator_over_floor": ratios(both["operator"], both["floor"]),
+                "floor_alone": alone,
+            }
             print(json.dumps({"floor": floor[n]}), file=sys.stderr)
         for i, n in enumerate(sizes):
             if n in base_sizes:  # side by side: the baseline right before, on the same cluster and load
@@ -447,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
         for n, both in together.items():
             result[f"together_{n}"] = both
         for n, both in floor.items():
+            run = next((r for r in runs if r["jobs"] == n), None)
+            if run is not None:  # the operator alone (the plain run of that size) over the floor alone
+                both["ratio_operator_alone_over_floor_alone"] = ratios(run, both["floor_alone"])
             result[f"floor_{n}"] = both
         result.update(
             {
@@ -465,7 +471,9 @@ def main(argv: list[str] | None = None) -> int:
                     "job_watch_lag": "create response of a StaticTrainingJob -> the job seen by this harness's "
                     "watch: the API server's part, which every controller's latency includes",
                     "floor_<n>": "this operator and bench/floor_controller.py (one watch, one Job create per event, "
-                    "nothing else) at the same time, each on half of the jobs: the floor the machine sets",
+                    "nothing else) at the same time, each on half of the jobs: the floor the machine sets; "
+                    "floor_alone: the floor controller alone on all n jobs, right after (compare with the plain run "
+                    "of size n: ratio_operator_alone_over_floor_alone)",
                 },
                 "operator_parts": args.parts or "core only (no progress, cost, anomaly)",
                 "nodes": {
