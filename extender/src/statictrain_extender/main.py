@@ -30,7 +30,13 @@ log = logging.getLogger("statictrain_extender")
 def make_app(settings: ExtenderSettings) -> web.Application:
     """The application with its background work: watches, and the step-time refresher when configured."""
     state = ClusterState()
-    app = build_app(state, settings.scheduler_names, settings.weights, CollectorRegistry())
+    app = build_app(
+        state,
+        settings.scheduler_names,
+        settings.weights,
+        CollectorRegistry(),
+        client_certificate_required=bool(settings.tls_client_ca_file),
+    )
 
     async def background(app: web.Application) -> AsyncIterator[None]:
         loop = asyncio.get_running_loop()
@@ -66,8 +72,9 @@ def make_app(settings: ExtenderSettings) -> web.Application:
 def tls_context(settings: ExtenderSettings) -> ssl.SSLContext | None:
     """Server TLS context when a certificate is configured, else None (plain HTTP).
 
-    With a client CA, mutual TLS: a client without a certificate signed by it is refused
-    in the handshake."""
+    With a client CA, mutual TLS: a certificate a client shows must be signed by it (else the
+    handshake fails); a client that shows none connects, and the app then answers it only on
+    /healthz (server.OPEN_PATHS)."""
     if not settings.tls_cert_file:
         return None
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -83,7 +90,7 @@ def tls_context(settings: ExtenderSettings) -> ssl.SSLContext | None:
             context.load_verify_locations(cafile=settings.tls_client_ca_file)
         except (OSError, ssl.SSLError) as err:
             raise SettingsError(f"cannot load client CA {settings.tls_client_ca_file}: {err}") from None
-        context.verify_mode = ssl.CERT_REQUIRED
+        context.verify_mode = ssl.CERT_OPTIONAL
     return context
 
 

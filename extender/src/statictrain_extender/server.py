@@ -8,6 +8,11 @@ Hostile input: a body is at most MAX_BODY_BYTES (parsing is then bounded: a few
 milliseconds on the event loop) and must arrive within BODY_TIMEOUT_S; anything
 that cannot be judged, down to a wrongly typed nested field, is answered with a
 valid ExtenderFilterResult or an ``{"Error": ...}`` object, never HTTP 500.
+
+Mutual TLS: a client certificate, when shown, is verified in the handshake; every path but
+OPEN_PATHS then answers 403 to a client that showed none. So the kubelet and the operator's
+probe read /healthz with the CA alone, and only holders of a client certificate (the scheduler)
+reach the scheduling endpoints and /metrics.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from .decisions import BadRequestError, filter_result, prioritize_result
 from .scoring import Weights
 from .state import ClusterState
 
-__all__ = ["BODY_TIMEOUT_S", "MAX_BODY_BYTES", "ExtenderMetrics", "build_app"]
+__all__ = ["BODY_TIMEOUT_S", "MAX_BODY_BYTES", "OPEN_PATHS", "ExtenderMetrics", "build_app"]
 
 JSON = "application/json"
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -101,6 +106,24 @@ class ExtenderMetrics:
         registry.register(_StateCollector(state))
 
 
+OPEN_PATHS = frozenset({"/healthz"})
+"""Paths that answer without a client certificate under mutual TLS."""
+
+
+@web.middleware
+async def _require_client_certificate(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    transport = request.transport
+    if request.path not in OPEN_PATHS and not (transport and transport.get_extra_info("peercert")):
+        return web.Response(
+            status=403,
+            text=f"{request.path} needs a client certificate signed by the extender's client CA (mutual TLS); "
+            f"only {', '.join(sorted(OPEN_PATHS))} answers without one\n",
+        )
+    return await handler(request)
+
+
 def build_app(
     state: ClusterState,
     scheduler_names: frozenset[str],
@@ -109,8 +132,10 @@ def build_app(
     clock: Callable[[], float] = time.perf_counter,
     *,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    client_certificate_required: bool = False,
 ) -> web.Application:
-    """The aiohttp application; background tasks are attached by the caller (see main.py)."""
+    """The aiohttp application; background tasks are attached by the caller (see main.py). With
+    ``client_certificate_required`` (mutual TLS), only OPEN_PATHS answer a client without a certificate."""
     stats = ExtenderMetrics(registry, state)
 
     def timed(verb: str, handler: Callable[[bytes], web.Response]) -> Callable[[web.Request], Awaitable[web.Response]]:
@@ -171,7 +196,8 @@ def build_app(
     async def metrics_page(_: web.Request) -> web.Response:
         return web.Response(body=generate_latest(registry), content_type="text/plain", charset="utf-8")
 
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    middlewares = [_require_client_certificate] if client_certificate_required else []
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
     app.router.add_post("/scheduler/filter", timed("filter", do_filter))
     app.router.add_post("/scheduler/prioritize", timed("prioritize", do_prioritize))
     app.router.add_get("/healthz", healthz)

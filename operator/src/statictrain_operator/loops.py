@@ -48,14 +48,11 @@ EXTENDER_UP = prometheus_client.Gauge(
 
 
 def _tls_context(tls_dir: str) -> ssl.SSLContext | None:
-    """Checks the extender's certificate against tls_dir/ca.crt and shows tls.crt/tls.key where they exist."""
+    """Checks the extender's certificate against tls_dir/ca.crt; shows none of its own (under mutual TLS the
+    extender answers /healthz without one, so the operator holds no client identity)."""
     if not tls_dir:
         return None
-    ctx = ssl.create_default_context(cafile=os.path.join(tls_dir, "ca.crt"))
-    cert, key = os.path.join(tls_dir, "tls.crt"), os.path.join(tls_dir, "tls.key")
-    if os.path.exists(cert) and os.path.exists(key):
-        ctx.load_cert_chain(cert, key)
-    return ctx
+    return ssl.create_default_context(cafile=os.path.join(tls_dir, "ca.crt"))
 
 
 def probe_extender(url: str, timeout_s: float, tls_dir: str = "") -> tuple[bool, str]:

@@ -116,8 +116,8 @@ class Settings:
     extender_probe_failures: int = 2
     """Failed probes in a row before the extender counts as down (one good answer brings it back)."""
     extender_tls_dir: str = ""
-    """For an https extender_health_url: folder with ca.crt (the CA the extender's certificate is checked
-    against) and, where the extender asks for client certificates, tls.crt and tls.key. Empty: the system CAs."""
+    """For an https extender_health_url: folder with ca.crt, the CA the extender's certificate is checked against
+    (no client certificate: under mutual TLS the extender answers /healthz without one). Empty: the system CAs."""
 
 
 def from_env(environ: Mapping[str, str]) -> Settings:

@@ -237,7 +237,12 @@ def test_mutual_tls_gives_the_scheduler_a_client_certificate(cluster: Any) -> No
     (container,) = ext["spec"]["template"]["spec"]["containers"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["STATICTRAIN_EXTENDER_TLS_CLIENT_CA_FILE"] == "/etc/statictrain-extender-tls/ca.crt"
-    assert "tcpSocket" in container["readinessProbe"]  # the kubelet has no client certificate
+    # the kubelet shows no client certificate: /healthz answers it (and the probe reads the node-cache verdict)
+    assert container["readinessProbe"]["httpGet"] == {"path": "/healthz", "port": "http", "scheme": "HTTPS"}
+    (op,) = [d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"].endswith("-operator")]
+    (probe,) = [v for v in op["spec"]["template"]["spec"]["volumes"] if v["name"] == "extender-probe"]
+    shown = [s["secret"] for s in probe["projected"]["sources"]]
+    assert shown == [{"name": "ext-tls", "items": [{"key": "ca.crt", "path": "ca.crt"}]}]  # not the scheduler's
     (config,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-scheduler")]
     sched = yaml.safe_load(next(iter(config["data"].values())))
     tls = sched["extenders"][0]["tlsConfig"]

@@ -74,4 +74,4 @@ def test_the_operator_probes_the_extender_service_when_the_extender_is_deployed(
     assert env["STATICTRAIN_OPERATOR_EXTENDER_TLS_DIR"] == "/etc/statictrain-extender-probe"
     (probe,) = [v for v in volumes if v["name"] == "extender-probe"]
     items = {(s["secret"]["name"], i["key"]) for s in probe["projected"]["sources"] for i in s["secret"]["items"]}
-    assert items == {("srv", "ca.crt"), ("cli", "tls.crt"), ("cli", "tls.key")}  # never the extender's own key
+    assert items == {("srv", "ca.crt")}  # never the extender's own key, nor the scheduler's client certificate

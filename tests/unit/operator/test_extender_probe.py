@@ -21,12 +21,13 @@ from ..extender.test_tls import make_ca, signed
 
 
 def probe_while_serving(server_ctx: ssl.SSLContext | None, path: str, tls_dir: str = "",
-                        synced: bool = True) -> tuple[bool, str]:
+                        synced: bool = True, mutual: bool = False) -> tuple[bool, str]:
     async def main() -> tuple[bool, str]:
         state = ClusterState()
         if synced:
             state.replace_nodes([])
-        runner = web.AppRunner(build_app(state, frozenset({"s"}), Weights(), CollectorRegistry()))
+        app = build_app(state, frozenset({"s"}), Weights(), CollectorRegistry(), client_certificate_required=mutual)
+        runner = web.AppRunner(app)
         await runner.setup()
         await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_ctx).start()
         port = runner.addresses[0][1]
@@ -48,22 +49,19 @@ def test_plain_http_up_and_an_unsynced_cache_or_a_closed_port_is_down() -> None:
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
-def test_mutual_tls_needs_the_ca_and_the_client_certificate(tmp_path: Path) -> None:
+def test_under_mutual_tls_the_ca_alone_reads_healthz_and_nothing_else(tmp_path: Path) -> None:
+    """The operator holds no client certificate: /healthz answers it, the scheduling endpoints do not."""
     ca = make_ca(tmp_path, "ca")
     server = signed(tmp_path, "server", ca, "DNS:localhost,IP:127.0.0.1")
-    client = signed(tmp_path, "scheduler", ca, "DNS:statictrain-scheduler")
     server_ctx = tls_context(
         ExtenderSettings(tls_cert_file=str(server[0]), tls_key_file=str(server[1]), tls_client_ca_file=str(ca[0]))
     )
-    ca_only, both = tmp_path / "ca-only", tmp_path / "both"
-    for d in (ca_only, both):
-        d.mkdir()
-        (d / "ca.crt").write_bytes(ca[0].read_bytes())
-    (both / "tls.crt").write_bytes(client[0].read_bytes())
-    (both / "tls.key").write_bytes(client[1].read_bytes())
-    assert probe_while_serving(server_ctx, "/healthz", str(both)) == (True, "HTTP 200")
-    ok, _ = probe_while_serving(server_ctx, "/healthz", str(ca_only))  # refused without a client certificate
-    assert not ok
+    ca_only = tmp_path / "ca-only"
+    ca_only.mkdir()
+    (ca_only / "ca.crt").write_bytes(ca[0].read_bytes())
+    assert probe_while_serving(server_ctx, "/healthz", str(ca_only), mutual=True) == (True, "HTTP 200")
+    ok, detail = probe_while_serving(server_ctx, "/metrics", str(ca_only), mutual=True)
+    assert not ok and detail.startswith("HTTP 403")
     plain_https = tls_context(ExtenderSettings(tls_cert_file=str(server[0]), tls_key_file=str(server[1])))
     assert probe_while_serving(plain_https, "/healthz", str(ca_only)) == (True, "HTTP 200")
     ok, detail = probe_while_serving(plain_https, "/healthz")  # the system CAs do not know this CA
