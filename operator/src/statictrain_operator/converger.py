@@ -10,10 +10,11 @@ exists is a 409 (then it reads the API and plans again), nothing is adopted.
 API errors are retried after a jittered wait that doubles with every failure in a
 row, up to settings.backoff_max_s (backoff.py); events and the resync still converge
 at once. Calls for one job are serialized by a per-job lock; every API call is awaited
-on kopf's loop through the Kube port. Children come first: the worker Job's
-create starts before its Service's (and its claim's), and status writes wait
-while any job's children are being created, so under a burst of new jobs
-the connection pool and the API server serve the creates before the status.
+on kopf's loop through the Kube port. Workers come first: the worker Job (with its
+claim and token) is created at once; the headless Service and the status writes
+wait while any job's workers are being created (the Service at most
+SERVICE_WAIT_S), so under a burst of new jobs the connection pool and the API
+server serve the worker creates before the rest.
 With spec.preflight.enabled the pre-flight pod comes before any of them, and
 the workers only after it passed (preflight.py). Objects created here are
 remembered until the watch brings them into the index, so a quick second
@@ -25,6 +26,7 @@ written with server-side apply as the converger's own field manager
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import Any, cast
 
@@ -34,7 +36,11 @@ from . import backoff, children, preflight, queueing, reconcile, status, writer
 from .kube import events, port
 from .runtime import Runtime
 
-__all__ = ["Converger", "Key", "Lookup", "job_after", "owner_of"]
+__all__ = ["SERVICE_WAIT_S", "Converger", "Key", "Lookup", "job_after", "owner_of"]
+
+SERVICE_WAIT_S = 2.0
+"""Longest a new job's headless Service waits for other jobs' worker creates (seconds): its pods need it only
+for their DNS names, which they look up once they run, and a lookup answered 'no such name' can be cached."""
 
 Key = tuple[str, str]
 """(namespace, job name)."""
@@ -162,17 +168,9 @@ class Converger:
         if plan.create and held is not None:  # the pre-flight pod (a 409: the watch is behind, it brings the pod)
             if not await self._create(key, plan.create[0]):
                 plan = reconcile.Plan(wait="the pre-flight pod exists; waiting for the watch to bring it")
-        elif plan.create:  # create the missing children concurrently, then do the rest of the plan
-            self.creating += 1
-            self.no_creates.clear()
-            try:
-                made = await asyncio.gather(*(self._create(key, obj) for obj in plan.create))
-                if not all(made):  # the index is behind, or a leftover of an older job: read and plan again
-                    plan, job = await self._replan(key, owner, finished=finished, desired=desired)
-            finally:
-                self.creating -= 1
-                if not self.creating:
-                    self.no_creates.set()
+        elif plan.create and not all(await self._create_all(key, plan.create)):
+            # the index is behind, or a leftover of an older job: read and plan again
+            plan, job = await self._replan(key, owner, finished=finished, desired=desired)
         if plan.job_patch or plan.delete_job:
             await self._apply(key, owner, plan)
         fields: dict[str, Any] = {**self._queue_status(queue_name, seen), "preflight": pre}
@@ -251,6 +249,28 @@ class Converger:
             now=self.rt.clock(),
             **fields,
         )
+
+    async def _create_all(self, key: Key, objs: list[dict[str, Any]]) -> list[bool]:
+        """Create children: what the workers need (Job, claim, token) at once; the headless Service, which only
+        gives the pods their DNS names, once no job's workers are being created (at most SERVICE_WAIT_S later).
+        In a burst of new jobs the Job creates then meet less competing work in the API server: against creating
+        both at once, 200 jobs' create -> worker Job p50 0.59 s against 1.03 s, p99 1.13 against 1.57 s
+        (medians of three alternating runs, bench/results/operator_scale_service_after.json)."""
+        now = [obj for obj in objs if obj["kind"] != "Service"]
+        services = [obj for obj in objs if obj["kind"] == "Service"]
+        self.creating += 1
+        self.no_creates.clear()
+        try:
+            made = list(await asyncio.gather(*(self._create(key, obj) for obj in now)))
+        finally:
+            self.creating -= 1
+            if not self.creating:
+                self.no_creates.set()
+        if services:
+            with contextlib.suppress(TimeoutError):  # bounded: multi-replica pods resolve each other through it
+                await asyncio.wait_for(self.no_creates.wait(), SERVICE_WAIT_S)
+            made += await asyncio.gather(*(self._create(key, obj) for obj in services))
+        return made
 
     async def _create(self, key: Key, obj: dict[str, Any]) -> bool:
         """Create one child; False when one of that name exists (the index is behind, or a leftover)."""
