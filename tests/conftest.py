@@ -23,7 +23,20 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
+
+# Property tests (Hypothesis): one profile for every suite. Examples are bounded so a
+# property test stays within seconds in CI; no deadline (this machine is shared and
+# slow, and timed assertions are not allowed); the example database lives outside
+# the repository. HYPOTHESIS_PROFILE=thorough runs many more examples by hand.
+settings.register_profile(
+    "ci", max_examples=60, deadline=None, derandomize=True, database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+settings.register_profile("thorough", max_examples=2000, deadline=None, database=None,
+                          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture(scope="session")
