@@ -9,10 +9,13 @@ Everything else is the project's own trainer: the fault acts through the ordinar
 | none | nothing | |
 | starve | every batch sleeps FAULT_DELAY_S (a data loader that cannot keep up) | the end |
 | straggler | rank FAULT_RANK keeps its GPU busy FAULT_DELAY_S before each batch (a slow GPU/node) | the end |
-| hang | rank FAULT_RANK spins a GPU kernel forever (never returns); the other ranks then wait in NCCL | killed |
+| hang | rank FAULT_RANK spins a GPU kernel (~100 % busy, no step); others wait in NCCL | FAULT_DURATION_S or killed |
 | leak | FAULT_LEAK_GBPS GiB/s of device memory kept alive (a leak) | out of memory |
 | idle | a CPU-only phase of FAULT_DURATION_S (GPU memory held, no GPU work), then training resumes | phase ends |
 | diverge | one bad update: parameters get noise of scale 1e20, so the loss turns Inf/NaN | the end |
+
+``FAULT_MODEL``: ``gpt2`` (124M), ``small`` (CPU size) or ``small-wide`` (CPU size, 4x wider: slower per
+token, the CPU dry run's stand-in for a config regression).
 
 The unix time the fault started (and, for ``idle``, ended) is written to ``FAULT_MARK``
 (JSON), so the recorder labels the series from what happened, not from what was planned.
@@ -21,6 +24,7 @@ The unix time the fault started (and, for ``idle``, ended) is written to ``FAULT
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 from pathlib import Path
@@ -48,6 +52,7 @@ class Injector:
         self.kind = "none"
         self.delay_s = float(env.get("FAULT_DELAY_S", "0.1"))
         self.duration_s = float(env.get("FAULT_DURATION_S", "60"))
+        self.hang_s = float(env["FAULT_DURATION_S"]) if "FAULT_DURATION_S" in env else math.inf
         self.leak_gbps = float(env.get("FAULT_LEAK_GBPS", "2"))
         self.rank = int(env.get("FAULT_RANK", "0"))
         self.mark = Path(env["FAULT_MARK"]) if env.get("FAULT_MARK") else None
@@ -110,12 +115,14 @@ class Injector:
     def _hang(self, now: float) -> None:
         if self.my_rank != self.rank:
             return
-        while True:  # never returns: the process stays alive, its GPU busy, no step completes
+        end = now + self.hang_s
+        while time.time() < end:  # the process stays alive, its GPU busy, no step completes
             if self._cuda():
                 torch.cuda._sleep(int(1.0 * CYCLES_PER_SECOND))
                 torch.cuda.synchronize()
             else:
                 time.sleep(1.0)
+        self._finish()
 
     def _leak(self, now: float) -> None:
         assert self.started is not None
@@ -143,7 +150,13 @@ class Injector:
 def build() -> Workload:
     """The GPT-2 workload with the fault named by FAULT (see the module docstring)."""
     size = os.environ.get("FAULT_MODEL", "gpt2")
-    base = gpt2.build() if size == "gpt2" else gpt2.build_small()
+    if size == "gpt2":
+        base = gpt2.build()
+    elif size == "small-wide":
+        base = gpt2.workload(gpt2.GPTConfig(n_layer=2, n_head=2, n_embd=256, vocab_size=256, block_size=64), 4,
+                             "gpt2-small-wide-cpu")  # fmt: skip
+    else:
+        base = gpt2.build_small()
     injector = Injector(dict(os.environ), base.model)
     inner = base.batch
 

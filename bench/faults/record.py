@@ -8,14 +8,20 @@ the fault's start/end as the workload wrote them, exit codes). ``--split`` turns
 into the corpus layout: one directory per recording holding ``<metric>.csv`` files of
 ``timestamp,value``, plus ``labels.json`` (class and fault windows) and ``meta.json``.
 
-    # on the 2-GPU machine (one call): record, then split into the corpus layout
-    python bench/faults/record.py --plan h200 --raw /tmp/raw --deadline-s 400
+    # one H200, two device calls of ~9 minutes (every 1-GPU scenario, one after another on GPU 0)
+    python3 bench/faults/record.py --plan h200 --part 1 --raw /tmp/raw --deadline-s 540 --archive $OUT/raw1.tgz
+    python3 bench/faults/record.py --plan h200 --part 2 --raw /tmp/raw --deadline-s 540 --archive $OUT/raw2.tgz
+    # then, here: the corpus layout
     python bench/faults/record.py --split /tmp/raw --into bench/data/training_faults
-    # dry run on a CPU (tiny model, gloo), same code path
-    python bench/faults/record.py --plan cpu --raw /tmp/raw-cpu --deadline-s 240
+    # the 2-GPU scenarios (DDP straggler, then a hang inside a collective), on nvidia-h200-x2
+    python3 bench/faults/record.py --plan h200x2 --raw /tmp/raw2 --deadline-s 400
+    # dry run on a CPU (tiny model, gloo): both plans, same code path
+    python bench/faults/record.py --plan cpu --raw /tmp/raw-cpu --deadline-s 600
 
-Scenarios run in lanes: 1-GPU scenarios on GPU 0 and GPU 1 at once (each sidecar reports only
-its GPU), then the 2-GPU (DDP) scenarios. Add scenarios to ``plan()`` to record more.
+Scenarios of one phase run in lanes at the same time (one lane per GPU); the 1-GPU plan is one
+lane, so no scenario shares its GPU with another. The straggler needs two GPUs: two ranks on one
+GPU slow each other down, which is not what a slow GPU or node does to a job. Add scenarios to
+``plan()`` to record more.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import platform
 import signal
 import subprocess
 import sys
+import tarfile
 import threading
 import time
 import urllib.request
@@ -88,10 +95,17 @@ class Scenario:
     """FAULT_* variables of inject.py (for the last segment)."""
 
 
-def plan(kind: str, scale: float | None = None) -> list[list[list[Scenario]]]:
-    """Phases of lanes of scenarios. ``h200``: GPT-2 124M on H200s; ``cpu``: the dry run (tiny model).
+PLANS = ("h200", "h200x2", "cpu")
+"""``h200``: every 1-GPU scenario, one after another on GPU 0 of one H200 (two parts, one device call each);
+``h200x2``: the 2-GPU (DDP) scenarios (needs two GPUs); ``cpu``: a dry run of both on a CPU (tiny model, gloo)."""
 
-    Seconds count from the first step; every fault starts 20 s (x scale) after the first batch."""
+
+def plan(kind: str, scale: float | None = None, part: int | None = None) -> list[list[list[Scenario]]]:
+    """Phases of lanes of scenarios (lanes of one phase run at the same time, on different GPUs).
+
+    Seconds count from each process's first step; every fault starts 20 s (x scale) after the first
+    batch, so the detectors have a baseline. ``part`` (1 or 2) picks half of the 1-GPU scenarios so that
+    each half fits one device call of ~9 minutes."""
     cpu = kind == "cpu"
     s = scale if scale is not None else (0.25 if cpu else 1.0)  # time scale
     base = (
@@ -101,14 +115,38 @@ def plan(kind: str, scale: float | None = None) -> list[list[list[Scenario]]]:
     )
     b8 = {**base, "STATICTRAIN_BATCH_SIZE": "8"}
     b16 = {**base, "STATICTRAIN_BATCH_SIZE": "16"}
-    compiled = {**b16, "STATICTRAIN_COMPILE_MODE": "default"} if not cpu else b16
-    slower = {**b8, "STATICTRAIN_PRECISION": "fp32"} if not cpu else {**b8, "STATICTRAIN_BATCH_SIZE": "32"}
+    compiled = {**b16, "STATICTRAIN_COMPILE_MODE": "default"}
+    # A config regression: fp32 instead of bf16 autocast (several times slower per token, more memory).
+    # On the CPU dry run there is no bf16 gain to lose: a larger model stands in (slower per token).
+    slower = {**b8, "STATICTRAIN_PRECISION": "fp32"} if not cpu else {**b8, "FAULT_MODEL": "small-wide"}
     at = 20 * s
 
-    def one(name: str, cls: str, gpu: int, env: dict[str, str], secs: float, **fault: str) -> Scenario:
+    def one(name: str, cls: str, env: dict[str, str], secs: float, **fault: str) -> Scenario:
         faults = {"FAULT": fault.pop("kind", "none"), "FAULT_AT_S": str(at), **fault}
-        return Scenario(name, cls, (gpu,), [Segment("c1", env, secs * s)], faults)
+        return Scenario(name, cls, (0,), [Segment("c1", env, secs * s)], faults)
 
+    part1 = [
+        one("clean-eager-b16", "clean", b16, 35),
+        # A legitimate change: a new commit doubles the batch (steps take longer, $ per token does not rise).
+        Scenario("clean-batch-change", "clean", (0,), [Segment("c1", b8, 25 * s), Segment("c2", b16, 25 * s)]),
+        # A regression under a new commit that also moves memory, then the rollback to the earlier commit.
+        Scenario(
+            "regression-then-rollback",
+            "regression",
+            (0,),
+            [Segment("c1", b8, 30 * s), Segment("c2", slower, 35 * s), Segment("c1", b8, 30 * s)],
+        ),
+        one("starvation", "starvation", b16, 40, kind="starve", FAULT_DELAY_S="0.06"),
+        one("memory-leak", "memory_leak", b8, 45, kind="leak", FAULT_LEAK_GBPS="5" if not cpu else "0.01"),
+        one("loss-divergence", "loss_divergence", b8, 30, kind="diverge"),
+        one("idle-short", "idle", b8, 75, kind="idle", FAULT_DURATION_S=str(40 * s)),
+    ]
+    part2 = [
+        one("hang-short", "hang", b8, 85, kind="hang", FAULT_DURATION_S=str(40 * s)),
+        one("hang-long", "hang", b8, 150, kind="hang"),
+        one("idle-long", "idle", b8, 190, kind="idle", FAULT_DURATION_S=str(150 * s)),
+        one("clean-compiled-b16", "clean", compiled, 35),
+    ]
     ddp = Scenario(
         "ddp-straggler-then-hang",
         "straggler,hang",
@@ -121,30 +159,12 @@ def plan(kind: str, scale: float | None = None) -> list[list[list[Scenario]]]:
             "FAULT_DELAY_S": "0.05" if not cpu else "0.3",
         },
     )
-    lane0 = [
-        one("clean-compiled-b16", "clean", 0, compiled, 20),
-        one("clean-eager-b8", "clean", 0, b8, 20),
-        one("starvation", "starvation", 0, b16, 35, kind="starve", FAULT_DELAY_S="0.06"),
-        one("memory-leak", "memory_leak", 0, b8, 55, kind="leak", FAULT_LEAK_GBPS="5" if not cpu else "0.01"),
-    ]
-    lane1 = [
-        Scenario(
-            "regression-new-commit",
-            "regression",
-            (1,),
-            [Segment("c1", b8, 40 * s), Segment("c2", slower, 22 * s)],
-            {"FAULT": "none"},
-        ),
-        one("idle-gpu", "idle", 1, b8, 65, kind="idle", FAULT_DURATION_S=str(40 * s)),
-        one("loss-divergence", "loss_divergence", 1, b8, 30, kind="diverge"),
-    ]
-    if cpu:
-        return [[[ddp]], [lane0 + [replace_gpu(x, 0) for x in lane1]]]
-    return [[[ddp]], [lane0, lane1]]
-
-
-def replace_gpu(sc: Scenario, gpu: int) -> Scenario:
-    return Scenario(sc.name, sc.fault_class, (gpu,), sc.segments, sc.fault)
+    single = {1: part1, 2: part2}.get(part or 0, part1 + part2)
+    if kind == "h200":
+        return [[single]]
+    if kind == "h200x2":
+        return [[[ddp]]]
+    return [[[ddp]], [single]]
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -343,15 +363,37 @@ def record(args: argparse.Namespace) -> None:
         info["devices"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     except ImportError:
         pass
-    for phase in plan(args.plan, args.scale):
-        threads = [threading.Thread(target=lambda lane=lane: [rec.run(sc) for sc in lane]) for lane in phase]
+
+    def lane_runner(lane: list[Scenario]) -> None:
+        for sc in lane:
+            rec.run(sc)
+            if args.archive:
+                archive(args.raw, args.archive)
+
+    for phase in plan(args.plan, args.scale, args.part):
+        threads = [threading.Thread(target=lane_runner, args=(lane,)) for lane in phase]
         for th in threads:
             th.start()
         for th in threads:
             th.join()
     info["seconds"] = time.time() - t0
     (args.raw / "recording.json").write_text(json.dumps(info, indent=1))
+    if args.archive:
+        archive(args.raw, args.archive)
     print(f"recorded in {info['seconds']:.0f} s", flush=True)
+
+
+def archive(raw: Path, dest: Path) -> None:
+    """What was recorded so far (not the compile caches) as one .tar.gz, replaced atomically (a call cut off
+    still returns it)."""
+    tmp = dest.with_name(dest.name + ".tmp")
+
+    def keep(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+        return None if Path(info.name).name in ("inductor", "triton") else info
+
+    with tarfile.open(tmp, "w:gz") as tar:
+        tar.add(raw, arcname=raw.name, filter=keep)
+    tmp.replace(dest)
 
 
 # ---------------------------------------------------------------- split: raw -> corpus layout
@@ -416,8 +458,11 @@ def split(raw: Path, into: Path) -> None:
         end_of_recording = max(r[0] for r in rows)
         fault = meta.get("fault", {})
         windows: list[list[str]] = []
-        if meta["class"] == "regression":
-            windows = [[iso(segs[-1]["process_start"]), iso(end_of_recording), "regression"]]
+        if meta["class"] == "regression":  # every segment under another commit than the first one's
+            for i, seg in enumerate(segs):
+                if seg["commit"] != segs[0]["commit"]:
+                    end = segs[i + 1]["process_start"] if i + 1 < len(segs) else end_of_recording
+                    windows.append([iso(seg["process_start"]), iso(end), "regression"])
         elif meta["class"] != "clean":
             marks = fault.get("faults", [])
             for i, m in enumerate(marks):
@@ -443,7 +488,9 @@ def split(raw: Path, into: Path) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--plan", choices=("h200", "cpu"), help="record this plan")
+    p.add_argument("--plan", choices=PLANS, help="record this plan")
+    p.add_argument("--part", type=int, choices=(1, 2), help="half of the 1-GPU scenarios (one device call each)")
+    p.add_argument("--archive", type=Path, help="keep a .tar.gz of --raw here, refreshed after every scenario")
     p.add_argument("--raw", type=Path, help="where raw recordings go (with --plan)")
     p.add_argument("--deadline-s", type=float, default=400.0, help="skip scenarios that would end after this")
     p.add_argument("--scale", type=float, help="time scale of the plan (default 1 for h200, 0.25 for the cpu dry run)")

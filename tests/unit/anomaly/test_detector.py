@@ -14,7 +14,6 @@ from statictrain_operator.anomaly.detector import (
     append_bounded,
     as_status_item,
     assess,
-    commit_regression,
 )
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -101,26 +100,6 @@ def test_prophet_learns_daily_seasonality_and_flags_a_level_shift() -> None:
 def test_mismatched_lengths_are_rejected() -> None:
     with pytest.raises(ValueError, match="timestamps"):
         assess("x", [T0], [1.0, 2.0], SMALL)
-
-
-@pytest.mark.parametrize(
-    ("cur", "want"),
-    [(0.30, True), (0.11, False), (0.05, False)],
-    ids=["3x-slower-flagged", "10pct-noise-not-flagged", "faster-not-flagged"],
-)
-def test_commit_baseline(cur: float, want: bool) -> None:
-    prev = _noisy(30, 0.10, 0.005, seed=3)
-    commits = ["aaa"] * 30 + ["bbb"] * 10
-    got = commit_regression(commits, prev + _noisy(10, cur, 0.005, seed=4), higher_is_worse=True)
-    assert (got is not None) == want
-    if got:
-        assert (got.commit, got.previous) == ("bbb", "aaa")
-        assert got.ratio == pytest.approx(3.0, rel=0.1)
-
-
-def test_commit_baseline_needs_two_commits_with_enough_points() -> None:
-    assert commit_regression(["a"] * 10, [1.0] * 10, higher_is_worse=True) is None
-    assert commit_regression(["a"] * 10 + ["b"] * 2, [1.0] * 10 + [9.0] * 2, higher_is_worse=True) is None
 
 
 def test_status_items_are_bounded_and_one_per_episode() -> None:

@@ -154,3 +154,30 @@ def test_idle_and_leak_are_seen_at_the_query_resolution_the_settings_give(step_s
     assert [f.kind for f in flt.detect(leak, ts[-1], s)] == [FindingKind.MEMORY_LEAK]
     blind = flt.FaultSettings()  # the fixed 30 s windows alone
     assert bool(flt.detect(idle, ts[-1], blind)) == bool(flt.detect(leak, ts[-1], blind)) == (step_s == 1.0)
+
+
+def test_memory_that_grows_as_a_new_process_settles_in_is_not_a_leak_growth_that_goes_on_is() -> None:
+    """A new commit (fp32) allocates more as it warms up: that growth is the change's, not a leak."""
+    series = job(200)
+    ts, mem = series[flt.GPU_MEMORY_USED_BYTES]
+    change = T0 + 100  # the new process starts; its memory climbs 6 GiB over 30 s, then stays
+    settle = [30e9 + min(max(t - change, 0.0), 30.0) * 0.2 * 2**30 for t in ts]
+    series[flt.GPU_MEMORY_USED_BYTES] = (ts, settle)
+    steps = series[flt.TRAIN_STEP][1]
+    series[flt.TRAIN_STEP] = (ts, [v if t < change else v - steps[100] for t, v in zip(ts, steps, strict=True)])
+    for t in range(110, 200, 5):  # the restart is read from the step counter; the commit change is passed in
+        assert FindingKind.MEMORY_LEAK not in {f.kind for f in flt.detect(series, T0 + t, S, [change])}, t
+    # the same climb without a change behind it (nothing restarted): a leak once it is steady enough
+    plain = job(200)
+    plain[flt.GPU_MEMORY_USED_BYTES] = (ts, settle)
+    assert FindingKind.MEMORY_LEAK in {f.kind for f in flt.detect(plain, T0 + 125, S)}
+    # growth that goes on after the change has settled is a leak again
+    leaking = [30e9 + max(t - change, 0.0) * 0.5 * 2**30 for t in ts]
+    series[flt.GPU_MEMORY_USED_BYTES] = (ts, leaking)
+    assert FindingKind.MEMORY_LEAK in {f.kind for f in flt.detect(series, T0 + 190, S, [change])}
+
+
+def test_warmups_count_from_the_running_process() -> None:
+    p = flt.progress(job(100), T0 + 99, [T0 + 50.5])
+    assert p.first_step == T0 + 1 and p.process_first_step == T0 + 51
+    assert flt.progress(job(100), T0 + 99).process_first_step == T0 + 1

@@ -77,6 +77,16 @@ def _a(name: str, sev: Severity | None, z: float, observed: float = 1.0, expecte
             [],
         ),
         (
+            "longer-steps-of-a-larger-batch-with-the-same-tokens-per-second-are-fine",
+            {
+                "step_seconds": _a("step_seconds", Severity.CRITICAL, 8.0),
+                "tokens_per_second": _a("tokens_per_second", None, 0.2),
+            },
+            1.0,
+            None,
+            [],
+        ),
+        (
             "fewer-tokens",
             {"tokens_per_second": _a("tokens_per_second", Severity.WARNING, -5.0)},
             None,

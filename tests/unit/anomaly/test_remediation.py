@@ -241,3 +241,63 @@ def test_recommend_only_actions_are_never_written(action: ActionKind) -> None:
     with pytest.raises(ValueError, match="recommended only"):
         asyncio.run(actions.apply(kube, "ns", "job", intent))
     assert kube.writes == []
+
+
+@pytest.mark.parametrize(
+    ("present", "changed_minutes_ago", "want"),
+    [
+        # a regression that starts at a commit/settings change is reverted even when memory grows with it
+        ([FindingKind.MEMORY_LEAK, FindingKind.THROUGHPUT_REGRESSION], 6, ActionKind.REVERT_SETTINGS),
+        # ... but a regression with no change behind it leaves the leak its restart
+        ([FindingKind.MEMORY_LEAK, FindingKind.THROUGHPUT_REGRESSION], None, ActionKind.RESTART_FROM_CHECKPOINT),
+        # a change long before the regression started is not its cause
+        ([FindingKind.MEMORY_LEAK, FindingKind.THROUGHPUT_REGRESSION], 60, ActionKind.RESTART_FROM_CHECKPOINT),
+        # a hang still comes first: nothing trains
+        ([FindingKind.STALLED, FindingKind.THROUGHPUT_REGRESSION], 6, ActionKind.RESTART_FROM_CHECKPOINT),
+        ([FindingKind.DATA_STARVATION, FindingKind.THROUGHPUT_REGRESSION], 6, ActionKind.REVERT_SETTINGS),
+        ([FindingKind.IDLE_GPU, FindingKind.THROUGHPUT_REGRESSION], 6, ActionKind.REVERT_SETTINGS),
+    ],
+    ids=[
+        "regression-at-a-change-over-leak",
+        "leak-over-regression-without-change",
+        "change-too-early-to-be-the-cause",
+        "hang-over-regression-at-a-change",
+        "regression-at-a-change-over-starvation",
+        "regression-at-a-change-over-idle",
+    ],
+)
+def test_precedence_follows_what_each_action_can_fix(
+    present: list[FindingKind], changed_minutes_ago: int | None, want: ActionKind
+) -> None:
+    changes = [] if changed_minutes_ago is None else [NOW - timedelta(minutes=changed_minutes_ago)]
+    d = decide(
+        mode=Mode.AUTO,
+        now=NOW,
+        findings=[finding(k) for k in present],
+        data_problem=None,
+        job=JobView(2, SPEC),
+        history=History((), GOOD),
+        settings=POLICY,
+        changes=changes,
+    )
+    assert d.apply is not None and d.apply.action is want
+
+
+@pytest.mark.parametrize(
+    ("elastic", "want"),
+    [(True, ActionKind.SCALE_DOWN), (False, ActionKind.RESTART_FROM_CHECKPOINT)],
+    ids=["idle-gpus-scale-down-first", "at-min-replicas-the-silence-gets-its-restart"],
+)
+def test_a_silent_job_is_scaled_down_before_a_restart_is_tried(elastic: bool, want: ActionKind) -> None:
+    silent = Finding(FindingKind.STALLED, "seconds_since_last_step", NOW - timedelta(minutes=6), "no step")
+    spec = SPEC if elastic else {**SPEC, "replicas": 2}
+    d = decide(
+        mode=Mode.AUTO,
+        now=NOW,
+        findings=[silent, finding(FindingKind.IDLE_GPU)],
+        data_problem=None,
+        job=JobView(2, spec),
+        history=History(),
+        settings=POLICY,
+    )
+    assert d.apply is not None and d.apply.action is want

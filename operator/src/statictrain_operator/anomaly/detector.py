@@ -1,5 +1,5 @@
-"""Anomaly assessment of one series: Prophet for long series, a robust baseline for short ones,
-and per-commit baselines. Pure (no clocks, no I/O): callers pass the series and settings.
+"""Anomaly assessment of one series: Prophet for long series, a robust baseline for short ones
+(the per-commit baseline is in ``commits.py``). Pure (no clocks, no I/O): callers pass the series and settings.
 
 For a series ``(t_i, y_i)`` the last ``recent_points`` records are judged
 against a model fitted on the records before them:
@@ -28,14 +28,12 @@ from typing import Any
 
 __all__ = [
     "Assessment",
-    "CommitRegression",
     "DetectorSettings",
     "Method",
     "Severity",
     "append_bounded",
     "as_status_item",
     "assess",
-    "commit_regression",
     "gaussian_tail",
     "prophet_expectation",
     "robust_baseline",
@@ -242,62 +240,6 @@ def _since(t: Sequence[datetime], y: Sequence[float], zs: Sequence[float], med: 
         while first > 0 and (y[first - 1] - med) * z > 0 and abs(y[first - 1] - med) >= 2.0 * sd:
             first -= 1
     return t[first]
-
-
-@dataclass(frozen=True)
-class CommitRegression:
-    """The current commit is worse than the previous one on a series."""
-
-    commit: str
-    """Current commit."""
-    previous: str
-    """The commit it is compared with."""
-    ratio: float
-    """current median / previous median (for 'higher is worse' series; inverted otherwise)."""
-    z: float
-    """Shift in robust standard deviations of the previous commit's records."""
-
-    @property
-    def message(self) -> str:
-        """Evidence in words."""
-        return f"commit {self.commit} is {self.ratio:.2f}x worse than {self.previous} ({self.z:+.1f} robust sd)"
-
-
-def commit_regression(
-    commits: Sequence[str],
-    ys: Sequence[float],
-    *,
-    higher_is_worse: bool,
-    min_points: int = 5,
-    min_ratio: float = 1.2,
-    min_z: float = 4.0,
-) -> CommitRegression | None:
-    """Compare the last commit's records with the commit seen before it (commits in time order).
-
-    Flags when the current median is worse by at least ``min_ratio`` and by
-    ``min_z`` robust standard deviations of the previous commit's records.
-    """
-    if len(commits) != len(ys):
-        raise ValueError(f"{len(commits)} commit labels for {len(ys)} values")
-    groups: dict[str, list[float]] = {}
-    for c, v in zip(commits, ys, strict=True):
-        if math.isfinite(v):
-            groups.setdefault(c, []).append(v)
-    order = list(groups)
-    if len(order) < 2:
-        return None
-    cur, prev = order[-1], order[-2]
-    if len(groups[cur]) < min_points or len(groups[prev]) < min_points:
-        return None
-    prev_med, prev_sd = robust_baseline(groups[prev], 0.01)
-    cur_med = statistics.median(groups[cur])
-    if prev_med == 0 or cur_med == 0:
-        return None
-    ratio = cur_med / prev_med if higher_is_worse else prev_med / cur_med
-    z = (cur_med - prev_med) / prev_sd * (1 if higher_is_worse else -1)
-    if ratio >= min_ratio and z >= min_z:
-        return CommitRegression(cur, prev, ratio, z)
-    return None
 
 
 def as_status_item(a: Assessment, at: datetime, action: str = "") -> dict[str, Any]:

@@ -23,6 +23,7 @@ from statictrain.conditions import REMEDIATION, set_condition
 from statictrain_operator.anomaly import faults as flt
 from statictrain_operator.anomaly import findings as fnd
 from statictrain_operator.anomaly import history as hist
+from statictrain_operator.anomaly.commits import commit_regression, runs
 from statictrain_operator.anomaly.detector import (
     Assessment,
     Method,
@@ -30,7 +31,6 @@ from statictrain_operator.anomaly.detector import (
     append_bounded,
     as_status_item,
     assess,
-    commit_regression,
 )
 from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.queries import claimants_query, commit_query, fault_queries, job_queries
@@ -123,8 +123,9 @@ class Evaluator:
 
     def fetch(
         self, who: JobSeries, now: datetime
-    ) -> tuple[dict[str, tuple[list[datetime], list[float]]], dict[str, tuple[list[str], list[float]]], str | None]:
-        """Series by name, step time labelled by commit, and why the data cannot be trusted (or None)."""
+    ) -> tuple[dict[str, tuple[list[datetime], list[float]]], list[tuple[float, str, float]], str | None]:
+        """Series by name, work per second by commit (time, commit, value), and why the data cannot be trusted
+        (or None)."""
         name, namespace = who.job, who.namespace
         start, end = self.s.query_window(now.timestamp())
         out: dict[str, tuple[list[datetime], list[float]]] = {}
@@ -139,9 +140,8 @@ class Evaluator:
             ):
                 commit_points.extend((p.t, s.labels.get("commit", ""), p.v) for p in s.samples)
         except (PrometheusUnavailableError, PrometheusQueryError) as exc:
-            return {}, {}, f"Prometheus query failed: {exc}"
-        commit_points.sort()
-        by_commit = {"step": ([c for _, c, _ in commit_points], [v for _, _, v in commit_points])}
+            return {}, [], f"Prometheus query failed: {exc}"
+        by_commit = sorted(commit_points)
         step_t = out.get(fnd.STEP_SECONDS, ([], []))[0]
         if not step_t:
             return (
@@ -192,7 +192,7 @@ class Evaluator:
             record, history_problem = hist.Record(History()), str(exc)
         who = JobSeries(name, ns, uids) if uids else None
         series: dict[str, tuple[list[datetime], list[float]]] = {}
-        by_commit: dict[str, tuple[list[str], list[float]]] = {}
+        by_commit: list[tuple[float, str, float]] = []
         if who is None:
             problem: str | None = (
                 f"no worker pods of job {name!r} in namespace {ns!r} are listed by the API server: "
@@ -210,14 +210,13 @@ class Evaluator:
                 a = assess(sname, ts, ys, self.s.detector())
                 assessments[sname] = a
                 self.metrics.score.labels(name, ns, sname, a.method.value).set(a.score)
-        commits, steps = by_commit.get("step", ([], []))
-        regression = commit_regression(commits, steps, higher_is_worse=False) if problem is None else None
+        times, commits, work = [p[0] for p in by_commit], [p[1] for p in by_commit], [p[2] for p in by_commit]
+        regression = commit_regression(times, commits, work, higher_is_worse=False) if problem is None else None
         since_last = series.get(fnd.SECONDS_SINCE_LAST_STEP, ([], []))[1]
-        training = (
-            flt.detect(self.fetch_faults(who, now), now.timestamp(), self.s.faults())
-            if problem is None and who is not None
-            else []
-        )
+        fault_series = self.fetch_faults(who, now) if problem is None and who is not None else {}
+        changes = [r.start for r in runs(times, commits, work)[1:]]  # the commit changed
+        changes += flt.restarts(fault_series, now.timestamp())  # the trainer started again (e.g. new settings)
+        training = flt.detect(fault_series, now.timestamp(), self.s.faults(), changes) if fault_series else []
         found = (
             fnd.classify(
                 assessments,
@@ -248,6 +247,7 @@ class Evaluator:
             job=view,
             history=record.history,
             settings=self.s.policy(),
+            changes=[_utc(c) for c in changes],
         )
         return record, assessments, decision, problem
 

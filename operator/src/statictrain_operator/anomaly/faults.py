@@ -10,12 +10,16 @@ Series are ``(unix seconds, values)`` pairs keyed by the names below (``SERIES``
 - IdleGPU: after training started, mean utilization below ``idle_utilization`` over the last
   ``idle_window_s`` while device memory stays allocated.
 - MemoryLeak: device memory grew by ``leak_min_fraction`` of the card over ``leak_window_s``,
-  steadily, and at that rate fills it within ``leak_horizon_s``.
+  steadily, and at that rate fills it within ``leak_horizon_s``. After a change (``changes``: a commit or
+  settings change, a restart) the window starts ``leak_change_settle_s`` after the new process's first
+  step: memory that grows while a new process or configuration settles in is that change's (a regression
+  if it is slower, judged by the per-commit baseline), a leak is growth that goes on after it.
 - LossDiverged: the last ``recent_nonfinite`` losses are NaN/Inf, or the recent median loss is
   ``loss_sigmas`` robust sd above the history's.
 - DataStarvation: recent step time >= ``starve_step_ratio`` x the history's while utilization fell
   to <= ``starve_util_ratio`` x its history.
 
+Warm-ups count from the running process's first step: the first step after the latest change.
 Each finding carries the time its episode started (its ``since``), so one episode gets one action.
 """
 
@@ -51,6 +55,7 @@ __all__ = [
     "loss_divergence",
     "memory_leak",
     "progress",
+    "restarts",
     "starvation",
     "straggler",
 ]
@@ -74,8 +79,9 @@ RANK_STEP_SECONDS = "rank_step_seconds"
 class FaultSettings:
     """Thresholds of the training-fault detectors (one place for their defaults)."""
 
-    hang_min_s: float = 60.0
-    """Shortest time without a step that can be a hang (with the power drop as corroboration)."""
+    hang_min_s: float = 30.0
+    """Shortest time without a step that can be a hang (with the power drop as corroboration: a hung collective
+    spins at ~100 % utilization and low power; a checkpoint write or a recompile leaves the GPU idle instead)."""
     hang_steps: float = 20.0
     """... or this many expected step times, if longer."""
     hang_power_drop: float = 0.6
@@ -101,6 +107,9 @@ class FaultSettings:
     """... and at that rate the device is full within this many seconds."""
     leak_steady: float = 0.6
     """... with at least this fraction of the window's changes being increases (a trend, not one jump)."""
+    leak_change_settle_s: float = 60.0
+    """Memory leak after a change: growth in this many seconds after the new process's first step is the
+    change's (a new configuration's footprint: an fp32 run was seen to add 6 GiB over 30 s)."""
     warmup_s: float = 10.0
     """Memory, utilization and straggler samples in the first seconds after the first step are ignored."""
     recent_nonfinite: int = 2
@@ -139,32 +148,42 @@ def _distinct(ts: Sequence[float], vs: Sequence[float]) -> tuple[list[float], li
 
 @dataclass(frozen=True)
 class Progress:
-    """When the job last made a step, and since when it has stepped at all."""
+    """When the job last made a step, since when it has stepped at all, and since when the running process has."""
 
     first_step: float | None
     last_step: float | None
     expected_step_s: float
+    process_first_step: float | None = None
+    """The first step after the latest change (``first_step`` when nothing changed)."""
+    after_change: bool = False
+    """Whether the running process started after a change (not at the job's start)."""
 
 
-def progress(series: Mapping[str, Series], now: float) -> Progress:
-    """First and last step times from ``train_step`` (changes) or, failing that, ``seconds_since_last_step``
-    (drops) or the finite samples of ``step_seconds``."""
+def restarts(series: Mapping[str, Series], now: float) -> list[float]:
+    """Times the step counter went down: the trainer started again (a restart, new settings, a new commit)."""
     ts, vs = _finite(series.get(TRAIN_STEP), end=now)
-    first = last = None
-    for i in range(1, len(vs)):
-        if vs[i] != vs[i - 1]:
-            first = ts[i] if first is None else first
-            last = ts[i]
+    return [ts[i] for i in range(1, len(vs)) if vs[i] < vs[i - 1]]
+
+
+def progress(series: Mapping[str, Series], now: float, changes: Sequence[float] = ()) -> Progress:
+    """First and last step times from ``train_step`` (changes) or, failing that, ``seconds_since_last_step``
+    (drops) or the finite samples of ``step_seconds``; ``changes``: when the commit, settings or process
+    changed (the process's first step is the first one after the latest of them)."""
+    ts, vs = _finite(series.get(TRAIN_STEP), end=now)
+    steps_at = [ts[i] for i in range(1, len(vs)) if vs[i] != vs[i - 1]]
     if TRAIN_STEP not in series:
         st, sv = _finite(series.get(SECONDS_SINCE_LAST_STEP), end=now)
-        drops = [st[i] - sv[i] for i in range(1, len(sv)) if sv[i] < sv[i - 1]]
-        if drops:
-            first, last = drops[0], st[-1] - sv[-1]
+        steps_at = [st[i] - sv[i] for i in range(1, len(sv)) if sv[i] < sv[i - 1]]
+        if steps_at:
+            steps_at.append(st[-1] - sv[-1])
     step_t, steps = _finite(series.get(STEP_SECONDS), end=now)
-    if first is None and step_t:  # only a step-time series (NaN where no step ran): its samples are progress
-        first, last = step_t[0], step_t[-1]
+    if not steps_at:  # only a step-time series (NaN where no step ran): its samples are progress
+        steps_at = list(step_t)
+    first, last = (steps_at[0], steps_at[-1]) if steps_at else (None, None)
+    latest = max((c for c in changes if c <= now), default=None)
+    process_first = first if latest is None else next((t for t in steps_at if t > latest), None)
     expected = statistics.median(steps) if steps else 0.0
-    return Progress(first, last, expected)
+    return Progress(first, last, expected, process_first, latest is not None)
 
 
 def hang(series: Mapping[str, Series], now: float, p: Progress, s: FaultSettings) -> Finding | None:
@@ -244,9 +263,11 @@ def straggler(series: Mapping[str, Series], now: float, p: Progress, s: FaultSet
 
 
 def idle(series: Mapping[str, Series], now: float, p: Progress, s: FaultSettings) -> Finding | None:
-    if p.first_step is None or now - p.first_step < s.warmup_s + s.idle_window_s:
+    if p.process_first_step is None or now - p.process_first_step < s.warmup_s + s.idle_window_s:
         return None
-    ts, util = _finite(series.get(GPU_UTILIZATION), max(now - s.idle_window_s, p.first_step + s.warmup_s), now)
+    ts, util = _finite(
+        series.get(GPU_UTILIZATION), max(now - s.idle_window_s, p.process_first_step + s.warmup_s), now
+    )
     if len(util) < 3 or statistics.fmean(util) >= s.idle_utilization:
         return None
     _, mem = _finite(series.get(GPU_MEMORY_USED_BYTES), now - s.idle_window_s, now)
@@ -269,9 +290,10 @@ def idle(series: Mapping[str, Series], now: float, p: Progress, s: FaultSettings
 
 
 def memory_leak(series: Mapping[str, Series], now: float, p: Progress, s: FaultSettings) -> Finding | None:
-    if p.first_step is None:
+    if p.process_first_step is None:
         return None
-    start = max(now - s.leak_window_s, p.first_step + s.warmup_s)
+    settle = s.leak_change_settle_s if p.after_change else s.warmup_s
+    start = max(now - s.leak_window_s, p.process_first_step + settle)
     ts, mem = _finite(series.get(GPU_MEMORY_USED_BYTES), start, now)
     if len(ts) < 5 or ts[-1] - ts[0] < 0.5 * s.leak_window_s:
         return None
@@ -356,9 +378,12 @@ def starvation(series: Mapping[str, Series], now: float, p: Progress, s: FaultSe
 DETECTORS = (hang, straggler, idle, memory_leak, loss_divergence, starvation)
 
 
-def detect(series: Mapping[str, Series], now: float, settings: FaultSettings) -> list[Finding]:
-    """Every training-fault finding at ``now``."""
-    p = progress(series, now)
+def detect(
+    series: Mapping[str, Series], now: float, settings: FaultSettings, changes: Sequence[float] = ()
+) -> list[Finding]:
+    """Every training-fault finding at ``now``; ``changes``: times the commit or settings changed (restarts
+    of the trainer are found in ``train_step`` and added)."""
+    p = progress(series, now, [*changes, *restarts(series, now)])
     out = []
     for rule in DETECTORS:
         found = rule(series, now, p, settings)

@@ -2,8 +2,8 @@
 
 | finding | evidence |
 |---|---|
-| ThroughputRegression | step time anomalously high or tokens/s anomalously low (severity >= Warning), |
-|   | or the current commit worse than the previous one |
+| ThroughputRegression | the running commit worse per unit of work than the last good one (``commits.py``), |
+|   | else tokens/s anomalously low (severity >= Warning), or step time high where tokens/s is not measured |
 | Stalled | no training step for ``max(stall_min_s, stall_factor x expected step time)`` (uncorroborated fallback) |
 | IdleGPU, Stalled (hang), Straggler, MemoryLeak, LossDiverged, DataStarvation | ``faults.detect`` (passed in) |
 | OverBudget | status.cost.usd >= spec.budget.limitUSD (decimal strings, compared exactly) |
@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
-from statictrain_operator.anomaly.detector import Assessment, CommitRegression, Method, Severity
+from statictrain_operator.anomaly.commits import CommitRegression
+from statictrain_operator.anomaly.detector import Assessment, Method, Severity
 from statictrain_operator.anomaly.remediation import Finding, FindingKind
 
 __all__ = [
@@ -78,19 +79,21 @@ def classify(
     """Findings for one job; ``training``: the training-fault findings of ``faults.detect``."""
     out: list[Finding] = []
     step, tps = assessments.get(STEP_SECONDS), assessments.get(TOKENS_PER_SECOND)
-    if step is not None and _serious(step) and step.z > 0:
-        out.append(Finding(FindingKind.THROUGHPUT_REGRESSION, STEP_SECONDS, step.since or now, step.message))
-    elif tps is not None and _serious(tps) and tps.z < 0:
-        out.append(Finding(FindingKind.THROUGHPUT_REGRESSION, TOKENS_PER_SECOND, tps.since or now, tps.message))
-    elif commit is not None:
+    # Work per second decides when it is measured: longer steps of a larger batch are no regression.
+    by_work = tps is not None and tps.method is not Method.INSUFFICIENT
+    if commit is not None:
         out.append(
             Finding(
                 FindingKind.THROUGHPUT_REGRESSION,
                 f"commit:{commit.commit}",
-                datetime.min.replace(tzinfo=now.tzinfo),
+                datetime.fromtimestamp(commit.since, tz=now.tzinfo),
                 commit.message,
             )
         )
+    elif by_work and tps is not None and _serious(tps) and tps.z < 0:
+        out.append(Finding(FindingKind.THROUGHPUT_REGRESSION, TOKENS_PER_SECOND, tps.since or now, tps.message))
+    elif not by_work and step is not None and _serious(step) and step.z > 0:
+        out.append(Finding(FindingKind.THROUGHPUT_REGRESSION, STEP_SECONDS, step.since or now, step.message))
     out.extend(training)
     if seconds_since_last_step is not None and not any(f.kind is FindingKind.STALLED for f in training):
         expected = step.expected if step is not None and step.method is not Method.INSUFFICIENT else 0.0
@@ -99,8 +102,8 @@ def classify(
             out.append(
                 Finding(
                     FindingKind.STALLED,
-                    SECONDS_SINCE_LAST_STEP,
-                    now,
+                    SECONDS_SINCE_LAST_STEP,  # remediation.UNCORROBORATED_STALL_METRIC
+                    now - timedelta(seconds=seconds_since_last_step),  # the episode: since the last step
                     f"no step for {seconds_since_last_step:.0f} s (limit {limit:.0f} s)",
                 )
             )

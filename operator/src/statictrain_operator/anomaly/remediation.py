@@ -13,6 +13,10 @@ Bounded, reversible actions, one kind per finding kind:
 | Straggler          | ReplaceStraggler: recommended only (which node/GPU is slow is in the message) |
 | DataStarvation     | TuneInputPipeline: recommended only (more loader workers, faster storage) |
 
+When several findings hold, ``precedence`` (the one place that orders them) tries first the one whose
+action can fix the most: e.g. a regression that starts at a commit or settings change is reverted even when
+memory grows with it, and a restart is tried for a silent job only when scaling down cannot help.
+
 Guards, in order: mode Off; missing data (fail closed); an action already in
 flight (recorded intent, so an operator restart completes it instead of
 repeating it); a user's edit since our last action; the stabilization window
@@ -29,9 +33,11 @@ from enum import StrEnum
 from typing import Any
 
 __all__ = [
+    "CHANGE_TIE_S",
     "PRIORITY",
     "RECOMMEND_ONLY",
     "SETTINGS_FIELDS",
+    "UNCORROBORATED_STALL_METRIC",
     "ActionKind",
     "Decision",
     "Finding",
@@ -44,6 +50,7 @@ __all__ = [
     "decide",
     "intent_id",
     "plan_action",
+    "precedence",
 ]
 
 
@@ -84,7 +91,6 @@ class Mode(StrEnum):
     OFF = "Off"
 
 
-# Highest priority first: stop spending before anything else.
 PRIORITY: tuple[FindingKind, ...] = (
     FindingKind.OVER_BUDGET,
     FindingKind.LOSS_DIVERGED,
@@ -95,7 +101,35 @@ PRIORITY: tuple[FindingKind, ...] = (
     FindingKind.THROUGHPUT_REGRESSION,
     FindingKind.IDLE_GPU,
 )
-"""A straggler or starved input also slows steps: their own finding outranks ThroughputRegression."""
+"""The order of finding kinds; ``precedence`` refines it with what each action can fix."""
+
+CHANGE_TIE_S = 120.0
+"""A ThroughputRegression whose episode starts this soon after a commit or settings change is that change's."""
+
+UNCORROBORATED_STALL_METRIC = "seconds_since_last_step"
+"""The metric of a Stalled finding resting on the silence alone (``findings.classify``'s fallback)."""
+
+
+def precedence(finding: Finding, changes: Sequence[datetime] = ()) -> tuple[int, int]:
+    """Sort key: the finding whose action can fix the most comes first. The one place that orders findings.
+
+    1. OverBudget (reported only: the cost part enforces budgets), 2. LossDiverged (every further step is
+    wasted: suspend), 3. Stalled with corroboration (a hang: nothing trains; restart), 4. ThroughputRegression
+    that starts at a commit or settings change (``CHANGE_TIE_S``): revert, even when memory, utilization or
+    input speed moved with it, since those may be the change's symptoms and a restart cannot undo a change;
+    if there is nothing to revert the next finding is tried), 5. MemoryLeak (restart before the device fills),
+    6. Straggler, 7. DataStarvation (recommended only), 8. ThroughputRegression with no change behind it,
+    9. IdleGPU (scale down), 10. Stalled on the silence alone (the GPUs may simply be idle: scaling down comes
+    first, a restart only when it cannot)."""
+    kind_rank = PRIORITY.index(finding.kind) if finding.kind in PRIORITY else len(PRIORITY)
+    if finding.kind is FindingKind.THROUGHPUT_REGRESSION and any(
+        timedelta(0) <= finding.since - c <= timedelta(seconds=CHANGE_TIE_S) for c in changes
+    ):
+        return (PRIORITY.index(FindingKind.STALLED), 1)
+    if finding.kind is FindingKind.STALLED and finding.metric == UNCORROBORATED_STALL_METRIC:
+        return (len(PRIORITY), 0)
+    return (kind_rank, 0)
+
 
 SETTINGS_FIELDS = ("compile", "precision", "distributed")
 """The spec fields a RevertSettings action restores."""
@@ -233,8 +267,10 @@ def decide(
     job: JobView,
     history: History,
     settings: PolicySettings,
+    changes: Sequence[datetime] = (),
 ) -> Decision:
-    """Decide what to do now. ``data_problem`` says why the metrics cannot be trusted (None: they can)."""
+    """Decide what to do now. ``data_problem`` says why the metrics cannot be trusted (None: they can);
+    ``changes``: when the job's commit or settings changed (see ``precedence``)."""
     if mode is Mode.OFF:
         return Decision(None, None, "False", "RemediationOff", "spec.remediation.mode is Off")
     pending = next((i for i in reversed(history.intents) if not i.done), None)
@@ -251,7 +287,7 @@ def decide(
         return Decision(
             None, None, "False", "MetricsUnavailable", f"no action while metrics are missing: {data_problem}"
         )
-    ranked = sorted(findings, key=lambda f: PRIORITY.index(f.kind) if f.kind in PRIORITY else len(PRIORITY))
+    ranked = sorted(findings, key=lambda f: precedence(f, changes))
     done = [i for i in history.intents if i.done]
     last = done[-1] if done else None
     if last is not None and last.generation_after is not None and job.generation > last.generation_after:

@@ -4,13 +4,14 @@ A recorded job is a set of ``timestamp,value`` series named for what they measur
 ``rank_step_seconds.<rank>`` per rank), optionally with the commits it ran (time, commit,
 settings) and its GPU count. ``replay`` walks a simulated clock over the recording every
 ``interval_s`` and, at each tick, runs what ``evaluate.Evaluator`` runs on the data up to then:
-``detector.assess`` and ``commit_regression`` (per-commit baseline of $ per unit of work),
+``detector.assess`` and ``commits.commit_regression`` (the running commit's $ per unit of work
+against the last good commit's),
 ``faults.detect``, ``findings.classify``, ``history.track_good_settings`` and
 ``remediation.decide`` in Recommend mode against a job that permits every action (elastic,
 suspendable, its earlier settings known when they were good), so the action shown is the one
 the finding calls for. Series it cannot trust get a message and never lead to an action:
 unknown names (judged by the generic ``discord`` detector, reported only), NaN/Inf, too few
-points, gaps and counter resets.
+points, gaps, counter resets and values that cannot be in the series' unit (``UNITS``).
 
 ``score`` compares the outcome with labelled fault windows: detected, delay of the first
 right action, wrong actions, and actions on series labelled clean.
@@ -28,7 +29,8 @@ from datetime import UTC, datetime, timedelta
 from statictrain_operator.anomaly import faults as flt
 from statictrain_operator.anomaly import findings as fnd
 from statictrain_operator.anomaly import history as hist
-from statictrain_operator.anomaly.detector import Assessment, DetectorSettings, Method, assess, commit_regression
+from statictrain_operator.anomaly.commits import commit_regression
+from statictrain_operator.anomaly.detector import Assessment, DetectorSettings, Method, assess
 from statictrain_operator.anomaly.discord import DiscordSettings, score_series
 from statictrain_operator.anomaly.remediation import (
     SETTINGS_FIELDS,
@@ -49,6 +51,7 @@ __all__ = [
     "EXPECTED_ACTION",
     "KNOWN",
     "NONFINITE_IS_SIGNAL",
+    "UNITS",
     "Commit",
     "Problem",
     "Recording",
@@ -65,6 +68,7 @@ __all__ = [
     "s_interval",
     "score",
     "spec_for",
+    "unit_problem",
 ]
 
 KNOWN = (
@@ -82,6 +86,26 @@ KNOWN = (
 )
 """Series names the replay understands (plus ``rank_step_seconds.<rank>``)."""
 
+UNITS: Mapping[str, str] = {
+    flt.TRAIN_STEP: "steps: the trainer's step number (a counter; a decrease is a restart)",
+    flt.STEP_SECONDS: "seconds: wall time per step",
+    flt.SECONDS_SINCE_LAST_STEP: "seconds since the last step ended",
+    flt.GPU_UTILIZATION: "ratio 0..1, the mean over the job's GPUs (NVML's percent / 100)",
+    flt.GPU_POWER_WATTS: "watts, the mean over the job's GPUs (NVML's milliwatts / 1000)",
+    flt.GPU_MEMORY_USED_BYTES: "bytes of device memory in use, the largest of the job's GPUs",
+    flt.GPU_MEMORY_TOTAL_BYTES: "bytes of device memory of one GPU",
+    flt.LOSS: "the training loss (any value; NaN/Inf are divergence, not bad data)",
+    fnd.TOKENS_PER_SECOND: "tokens per second, the whole job",
+    fnd.COST_USD_PER_HOUR: "US dollars per hour, the whole job",
+    fnd.USD_PER_1M_TOKENS: "US dollars per million tokens",
+    flt.RANK_STEP_SECONDS + ".<rank>": "seconds: one rank's local step time (compute before it waits for the others)",
+}
+"""File name (without .csv) -> unit: the contract of ``statictrain anomalies evaluate`` (its --help prints it)."""
+
+MIB = 2**20
+MAX_GPU_WATTS = 5000.0
+"""No GPU draws more (an H200 is rated 700 W): larger values are milliwatts."""
+
 EVENT_SERIES = (flt.STEP_SECONDS, fnd.TOKENS_PER_SECOND)
 """Series with a sample per step interval only: no samples while no step runs is not a gap."""
 COUNTERS = (flt.TRAIN_STEP,)
@@ -90,7 +114,7 @@ NONFINITE_IS_SIGNAL = (flt.LOSS,)
 """Series whose NaN/Inf values are what a detector looks for, not bad data."""
 
 EVIDENCE: Mapping[FindingKind, tuple[str, ...]] = {
-    FindingKind.STALLED: (flt.TRAIN_STEP, flt.GPU_POWER_WATTS),
+    FindingKind.STALLED: (flt.TRAIN_STEP, flt.GPU_POWER_WATTS, flt.GPU_UTILIZATION),
     FindingKind.STRAGGLER: (flt.RANK_STEP_SECONDS,),
     FindingKind.IDLE_GPU: (flt.GPU_UTILIZATION,),
     FindingKind.MEMORY_LEAK: (flt.GPU_MEMORY_USED_BYTES,),
@@ -209,6 +233,24 @@ def known(name: str) -> bool:
     return name in KNOWN
 
 
+def unit_problem(name: str, vs: Sequence[float]) -> str | None:
+    """Why finite values ``vs`` cannot be in the unit ``UNITS`` gives the series (None: they can be)."""
+    key = _key(name)
+    if not vs or key == flt.LOSS:
+        return None
+    low, high = min(vs), max(vs)
+    unit = UNITS.get(key) or UNITS[flt.RANK_STEP_SECONDS + ".<rank>"]
+    if low < 0:
+        return f"negative values (down to {low:g}): expected {unit}"
+    if key == flt.GPU_UTILIZATION and high > 1.0 + 1e-9:
+        return f"values up to {high:g}: expected a ratio 0..1, not percent (divide by 100)"
+    if key in (flt.GPU_MEMORY_USED_BYTES, flt.GPU_MEMORY_TOTAL_BYTES) and 0 < high < MIB:
+        return f"at most {high:g}: below 1 MiB on a GPU that has memory; expected bytes, not MiB or GiB"
+    if key == flt.GPU_POWER_WATTS and high > MAX_GPU_WATTS:
+        return f"values up to {high:g}: no GPU draws that many watts; expected watts, not milliwatts (divide by 1000)"
+    return None
+
+
 def check(name: str, ts: Sequence[float], vs: Sequence[float], s: ReplaySettings) -> tuple[Series, list[Problem]]:
     """The series sorted (NaN/Inf dropped unless they are the signal) and what is wrong with it."""
     problems: list[Problem] = []
@@ -222,6 +264,10 @@ def check(name: str, ts: Sequence[float], vs: Sequence[float], s: ReplaySettings
     if bad and _key(name) not in NONFINITE_IS_SIGNAL:
         problems.append(Problem(name, f"{len(bad)} NaN/Inf values ignored (first at {_iso(bad[0])})", blocking=False))
         pairs = [(t, v) for t, v in pairs if math.isfinite(v)]
+    wrong_unit = unit_problem(name, [v for _, v in pairs if math.isfinite(v)])
+    if wrong_unit is not None:
+        problems.append(Problem(name, f"series refused: {wrong_unit}"))
+        return ([], []), problems
     if len(pairs) < s.min_points:
         problems.append(Problem(name, f"{len(pairs)} usable points, too few to judge (need {s.min_points})"))
         return ([], []), problems
@@ -363,9 +409,10 @@ def _tick(  # noqa: PLR0917 (one evaluation's inputs, called from one place)
             assessments[name] = assess(name, [_utc(x) for x in ts], vs, s.detector)
     ut, uv = _distinct(*_window(usd, start, t))  # a gauge held between processes is one observation
     commits = [(_commit_at(rec.commits, x) or Commit(0, "", {})).commit for x in ut]
-    regression = commit_regression(commits, uv, higher_is_worse=True) if len(set(commits)) > 1 else None
+    regression = commit_regression(ut, commits, uv, higher_is_worse=True)
     since = window.get(flt.SECONDS_SINCE_LAST_STEP, ([], []))[1]
-    training = flt.detect(window, t, s.faults)
+    changes = [c.since for c in rec.commits[1:] if c.since <= t] + flt.restarts(window, t)
+    training = flt.detect(window, t, s.faults, changes)
     found = fnd.classify(
         assessments,
         now=now,
@@ -405,6 +452,7 @@ def _tick(  # noqa: PLR0917 (one evaluation's inputs, called from one place)
         job=JobView(1, spec),
         history=record.history,
         settings=s.policy,
+        changes=[_utc(c) for c in changes],
     )
     intent = decision.recommend
     finding = None

@@ -7,6 +7,9 @@ any other name by the generic detector, reported only). Timestamps: unix seconds
 (no zone: UTC). Labels (JSON): job name (or file name, or NAB's ``category/file.csv``) ->
 windows ``[[start, end], ...]`` (optionally ``[start, end, class]``) or
 ``{"class": c, "windows": [...]}``; a job labelled with no windows is clean.
+
+A series whose values cannot be in its unit (below) is refused with a message saying what was
+expected; the rest of the job and the corpus are still judged.
 """
 
 from __future__ import annotations
@@ -303,10 +306,13 @@ def _json_default(o: object) -> object:
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``evaluate`` under ``statictrain anomalies``."""
+    units = "\n".join(f"  {name + '.csv':<34} {unit}" for name, unit in rp.UNITS.items())
+    units += "\n  any other name: judged by the generic detector, reported only"
     p = subparsers.add_parser(
         "evaluate",
         help="replay recorded series through the detectors and remediation policy (offline)",
         description=__doc__,
+        epilog=f"metric files and their units:\n{units}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--series", type=Path, required=True, help="folder of recorded series")
