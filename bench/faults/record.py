@@ -8,9 +8,10 @@ the fault's start/end as the workload wrote them, exit codes). ``--split`` turns
 into the corpus layout: one directory per recording holding ``<metric>.csv`` files of
 ``timestamp,value``, plus ``labels.json`` (class and fault windows) and ``meta.json``.
 
-    # one H200, two device calls of ~9 minutes (every 1-GPU scenario, one after another on GPU 0)
-    python3 bench/faults/record.py --plan h200 --part 1 --raw /tmp/raw --deadline-s 540 --archive $OUT/raw1.tgz
-    python3 bench/faults/record.py --plan h200 --part 2 --raw /tmp/raw --deadline-s 540 --archive $OUT/raw2.tgz
+    # one H200, three device calls of 6-8 minutes (every 1-GPU scenario, one after another on GPU 0)
+    python3 bench/faults/record.py --plan h200 --part 1 --raw /tmp/raw --deadline-s 530 --archive $OUT/raw1.tgz
+    python3 bench/faults/record.py --plan h200 --part 2 --raw /tmp/raw --deadline-s 530 --archive $OUT/raw2.tgz
+    python3 bench/faults/record.py --plan h200 --part 3 --raw /tmp/raw --deadline-s 530 --archive $OUT/raw3.tgz
     # then, here: the corpus layout
     python bench/faults/record.py --split /tmp/raw --into bench/data/training_faults
     # the 2-GPU scenarios (DDP straggler, then a hang inside a collective), on nvidia-h200-x2
@@ -104,8 +105,8 @@ def plan(kind: str, scale: float | None = None, part: int | None = None) -> list
     """Phases of lanes of scenarios (lanes of one phase run at the same time, on different GPUs).
 
     Seconds count from each process's first step; every fault starts 20 s (x scale) after the first
-    batch, so the detectors have a baseline. ``part`` (1 or 2) picks half of the 1-GPU scenarios so that
-    each half fits one device call of ~9 minutes."""
+    batch, so the detectors have a baseline. ``part`` (1, 2 or 3) picks a third of the 1-GPU scenarios so that
+    each fits one device call of at most ~9 minutes."""
     cpu = kind == "cpu"
     s = scale if scale is not None else (0.25 if cpu else 1.0)  # time scale
     base = (
@@ -130,20 +131,23 @@ def plan(kind: str, scale: float | None = None, part: int | None = None) -> list
         # A legitimate change: a new commit doubles the batch (steps take longer, $ per token does not rise).
         Scenario("clean-batch-change", "clean", (0,), [Segment("c1", b8, 25 * s), Segment("c2", b16, 25 * s)]),
         # A regression under a new commit that also moves memory, then the rollback to the earlier commit.
+        # The first commit runs long enough to be judged and then count as good (the revert's target).
         Scenario(
             "regression-then-rollback",
             "regression",
             (0,),
-            [Segment("c1", b8, 30 * s), Segment("c2", slower, 35 * s), Segment("c1", b8, 30 * s)],
+            [Segment("c1", b8, 60 * s), Segment("c2", slower, 35 * s), Segment("c1", b8, 30 * s)],
         ),
         one("starvation", "starvation", b16, 40, kind="starve", FAULT_DELAY_S="0.06"),
         one("memory-leak", "memory_leak", b8, 45, kind="leak", FAULT_LEAK_GBPS="5" if not cpu else "0.01"),
         one("loss-divergence", "loss_divergence", b8, 30, kind="diverge"),
-        one("idle-short", "idle", b8, 75, kind="idle", FAULT_DURATION_S=str(40 * s)),
     ]
     part2 = [
+        one("idle-short", "idle", b8, 75, kind="idle", FAULT_DURATION_S=str(40 * s)),
         one("hang-short", "hang", b8, 85, kind="hang", FAULT_DURATION_S=str(40 * s)),
         one("hang-long", "hang", b8, 150, kind="hang"),
+    ]
+    part3 = [
         one("idle-long", "idle", b8, 190, kind="idle", FAULT_DURATION_S=str(150 * s)),
         one("clean-compiled-b16", "clean", compiled, 35),
     ]
@@ -159,7 +163,7 @@ def plan(kind: str, scale: float | None = None, part: int | None = None) -> list
             "FAULT_DELAY_S": "0.05" if not cpu else "0.3",
         },
     )
-    single = {1: part1, 2: part2}.get(part or 0, part1 + part2)
+    single = {1: part1, 2: part2, 3: part3}.get(part or 0, part1 + part2 + part3)
     if kind == "h200":
         return [[single]]
     if kind == "h200x2":
@@ -370,8 +374,10 @@ def record(args: argparse.Namespace) -> None:
             if args.archive:
                 archive(args.raw, args.archive)
 
+    only = set(args.only.split(",")) if args.only else None
     for phase in plan(args.plan, args.scale, args.part):
-        threads = [threading.Thread(target=lane_runner, args=(lane,)) for lane in phase]
+        lanes = [[sc for sc in lane if only is None or sc.name in only] for lane in phase]
+        threads = [threading.Thread(target=lane_runner, args=(lane,)) for lane in lanes if lane]
         for th in threads:
             th.start()
         for th in threads:
@@ -489,7 +495,8 @@ def split(raw: Path, into: Path) -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--plan", choices=PLANS, help="record this plan")
-    p.add_argument("--part", type=int, choices=(1, 2), help="half of the 1-GPU scenarios (one device call each)")
+    p.add_argument("--part", type=int, choices=(1, 2, 3), help="a third of the 1-GPU scenarios (one device call each)")
+    p.add_argument("--only", help="record only these scenarios of the plan (comma-separated names)")
     p.add_argument("--archive", type=Path, help="keep a .tar.gz of --raw here, refreshed after every scenario")
     p.add_argument("--raw", type=Path, help="where raw recordings go (with --plan)")
     p.add_argument("--deadline-s", type=float, default=400.0, help="skip scenarios that would end after this")

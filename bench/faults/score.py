@@ -4,7 +4,8 @@
         --out bench/results/training_faults.json
 
 Writes the replay's summary (``fault_classes``, ``fault_classes_caught``, ``clean_series``,
-``clean_false_actions``, ``max_detection_delay_s``), every job's episodes and window scores,
+``clean_false_actions``, ``max_detection_delay_s``), ``device_calls`` and ``gpu`` (from the corpus's
+``recording.json``: one entry per recording call, or one call), every job's episodes and window scores,
 the settings, the command, versions and machine. Nothing here is tuned: the detectors run with
 their defaults.
 """
@@ -36,13 +37,17 @@ def main() -> int:
     rep = replay_cli.report(recordings, notes, labels, rp.ReplaySettings())
     summary = rep.pop("summary")
     recording = args.series / "recording.json"
+    recorded = json.loads(recording.read_text()) if recording.exists() else None
+    calls = (recorded.get("calls") or [recorded]) if recorded else []
     result = {
         **summary,
+        "device_calls": len(calls) if calls else None,
+        "gpu": sorted({d for c in calls for d in c.get("devices", [])}) or None,
         "detection_limit": "max(300 s, 20 expected steps) from the labelled start, with the class's action",
         "replay_seconds": round(time.perf_counter() - t0, 2),
         **rep,
         "corpus": str(args.series),
-        "recorded_on": json.loads(recording.read_text()) if recording.exists() else None,
+        "recorded_on": recorded,
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "versions": {
             "python": platform.python_version(),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from statictrain_operator.anomaly.commits import commit_regression, runs
+from statictrain_operator.anomaly.commits import commit_regression, judged, runs
 
 
 def _noisy(n: int, level: float, seed: int) -> list[float]:
@@ -67,3 +67,20 @@ def test_runs_are_in_time_order_and_skip_non_finite_records() -> None:
     assert [(r.commit, r.start, r.values) for r in got] == [("a", 1.0, (2.0,)), ("b", 3.0, (1.0, 3.0))]
     with pytest.raises(ValueError, match="commit labels"):
         runs([1.0], ["a", "b"], [1.0])
+
+
+@pytest.mark.parametrize(
+    ("plan", "want"),
+    [
+        ([("c1", 0.10, 30)], True),
+        ([("c1", 0.10, 30), ("c2", 0.30, 4)], False),  # c2 could not have been found bad yet
+        ([("c1", 0.10, 30), ("c2", 0.30, 5)], True),
+        ([], True),  # no per-commit records: nothing to judge by
+    ],
+)
+def test_settings_are_judged_only_once_the_running_commit_has_enough_records(
+    plan: list[tuple[str, float, int]], want: bool
+) -> None:
+    commits = [c for c, _, n in plan for _ in range(n)]
+    ys = [y for i, (_, level, n) in enumerate(plan) for y in _noisy(n, level, seed=i)]
+    assert judged([float(t) for t in range(len(ys))], commits, ys) is want

@@ -159,7 +159,7 @@ def test_idle_and_leak_are_seen_at_the_query_resolution_the_settings_give(step_s
 def test_memory_that_grows_as_a_new_process_settles_in_is_not_a_leak_growth_that_goes_on_is() -> None:
     """A new commit (fp32) allocates more as it warms up: that growth is the change's, not a leak."""
     series = job(200)
-    ts, mem = series[flt.GPU_MEMORY_USED_BYTES]
+    ts, _ = series[flt.GPU_MEMORY_USED_BYTES]
     change = T0 + 100  # the new process starts; its memory climbs 6 GiB over 30 s, then stays
     settle = [30e9 + min(max(t - change, 0.0), 30.0) * 0.2 * 2**30 for t in ts]
     series[flt.GPU_MEMORY_USED_BYTES] = (ts, settle)
@@ -181,3 +181,21 @@ def test_warmups_count_from_the_running_process() -> None:
     p = flt.progress(job(100), T0 + 99, [T0 + 50.5])
     assert p.first_step == T0 + 1 and p.process_first_step == T0 + 51
     assert flt.progress(job(100), T0 + 99).process_first_step == T0 + 1
+
+
+def test_a_slower_new_process_is_not_starvation_starvation_within_it_is() -> None:
+    """After a change the new process is its own baseline: slower steps at lower utilization from its first
+    step on are the change's (a regression, judged per commit); a slowdown inside the process is starvation."""
+    change = 100
+    series = job(220, fault_at=change, kind="starve")
+    for t in range(change + 5, 220, 5):
+        assert FindingKind.DATA_STARVATION not in kinds_after(series, T0 + t, [T0 + change]), t
+    # the same job without the change: the slowdown is starvation
+    assert FindingKind.DATA_STARVATION in {f.kind for f in flt.detect(series, T0 + change + 15, S)}
+    # starvation that begins well after the change is seen against the new process's own steps
+    late = job(220, fault_at=170, kind="starve")
+    assert FindingKind.DATA_STARVATION in kinds_after(late, T0 + 190, [T0 + change])
+
+
+def kinds_after(series: dict[str, flt.Series], now: float, changes: list[float]) -> set[FindingKind]:
+    return {f.kind for f in flt.detect(series, now, S, changes)}

@@ -85,7 +85,9 @@ def test_unknown_metric_alone_is_judged_generically_never_acted_on() -> None:
 def test_regression_under_a_new_commit_reverts_to_the_old_settings() -> None:
     rec = recording(seconds=240)
     ts = rec.series["train_step"][0]
-    rec.series["tokens_per_second"] = (ts, [160_000.0 if t < T0 + 150 else 50_000.0 for t in ts])
+    # a measured rate varies from step to step (a gauge that never changes counts as one record)
+    rate = [(160_000.0 if t < T0 + 150 else 50_000.0) * (1 + 0.01 * math.sin(i)) for i, t in enumerate(ts)]
+    rec.series["tokens_per_second"] = (ts, rate)
     rec.commits = [
         rp.Commit(T0, "c1", {"STATICTRAIN_PRECISION": "bf16"}),
         rp.Commit(T0 + 150, "c2", {"STATICTRAIN_PRECISION": "fp32"}),

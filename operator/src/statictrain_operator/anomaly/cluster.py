@@ -55,9 +55,7 @@ class ClusterJobApi:
     async def apply(self, namespace: str, name: str, intent: Intent) -> int | None:
         return await actions.apply(self.kube, namespace, name, intent)
 
-    async def event(
-        self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime
-    ) -> None:
+    async def event(self, job: Mapping[str, Any], *, reason: str, message: str, warning: bool, now: datetime) -> None:
         body = events.about_job(
             job,
             reason=reason,

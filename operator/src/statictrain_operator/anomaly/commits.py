@@ -17,7 +17,10 @@ from functools import partial
 
 from statictrain_operator.anomaly.detector import robust_baseline
 
-__all__ = ["CommitRegression", "Run", "commit_regression", "runs"]
+__all__ = ["MIN_POINTS", "CommitRegression", "Run", "commit_regression", "judged", "runs"]
+
+MIN_POINTS = 5
+"""Fewest records of a run to judge it (shorter runs are too short to say)."""
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def commit_regression(
     ys: Sequence[float],
     *,
     higher_is_worse: bool,
-    min_points: int = 5,
+    min_points: int = MIN_POINTS,
     min_ratio: float = 1.2,
     min_z: float = 4.0,
 ) -> CommitRegression | None:
@@ -110,3 +113,13 @@ def commit_regression(
     if found is None:
         return None
     return CommitRegression(current.commit, good.commit, found[0], found[1], current.start)
+
+
+def judged(
+    times: Sequence[float], commits: Sequence[str], ys: Sequence[float], *, min_points: int = MIN_POINTS
+) -> bool:
+    """Whether the running commit could have been found a regression yet: its run holds ``min_points``
+    records, or no records carry a commit (nothing to judge by). Settings count as good only once judged:
+    a regression that takes longer to show than the settle time must not become the revert target."""
+    every = runs(times, commits, ys)
+    return not every or len(every[-1].values) >= min_points

@@ -23,7 +23,7 @@ from statictrain.conditions import REMEDIATION, set_condition
 from statictrain_operator.anomaly import faults as flt
 from statictrain_operator.anomaly import findings as fnd
 from statictrain_operator.anomaly import history as hist
-from statictrain_operator.anomaly.commits import commit_regression, runs
+from statictrain_operator.anomaly.commits import commit_regression, judged, runs
 from statictrain_operator.anomaly.detector import (
     Assessment,
     Method,
@@ -135,9 +135,7 @@ class Evaluator:
                 samples = res[0].samples if res else ()
                 out[series] = ([_utc(p.t) for p in samples], [p.v for p in samples])
             commit_points: list[tuple[float, str, float]] = []
-            for s in self.prom.query_range(
-                commit_query(who, self.s.rate_window_s), start, end, self.s.step_s
-            ):
+            for s in self.prom.query_range(commit_query(who, self.s.rate_window_s), start, end, self.s.step_s):
                 commit_points.extend((p.t, s.labels.get("commit", ""), p.v) for p in s.samples)
         except (PrometheusUnavailableError, PrometheusQueryError) as exc:
             return {}, [], f"Prometheus query failed: {exc}"
@@ -236,6 +234,7 @@ class Evaluator:
             step is not None
             and step.method is not Method.INSUFFICIENT
             and not any(f.kind is FindingKind.THROUGHPUT_REGRESSION for f in found)
+            and judged(times, commits, work)
         )
         record = hist.track_good_settings(record, current_settings(spec), healthy, now, self.s.good_settle)
         view = JobView(int(meta.get("generation", 0)), spec)
@@ -394,7 +393,9 @@ class Evaluator:
         }
         try:
             await self.api.patch_status(
-                meta["namespace"], meta["name"], {"conditions": set_condition(conditions, new, now)}  # type: ignore[arg-type]
+                meta["namespace"],
+                meta["name"],
+                {"conditions": set_condition(conditions, new, now)},  # type: ignore[arg-type]
             )
         except Exception as exc:  # the CRD may not list the condition type yet: say so, keep going
             log.warning(

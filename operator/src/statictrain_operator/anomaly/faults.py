@@ -16,8 +16,9 @@ Series are ``(unix seconds, values)`` pairs keyed by the names below (``SERIES``
   if it is slower, judged by the per-commit baseline), a leak is growth that goes on after it.
 - LossDiverged: the last ``recent_nonfinite`` losses are NaN/Inf, or the recent median loss is
   ``loss_sigmas`` robust sd above the history's.
-- DataStarvation: recent step time >= ``starve_step_ratio`` x the history's while utilization fell
-  to <= ``starve_util_ratio`` x its history.
+- DataStarvation: recent step time >= ``starve_step_ratio`` x the running process's history while
+  utilization fell to <= ``starve_util_ratio`` x its history (after a change the new process is its own
+  baseline: a slower commit is a regression, ``commits.py``, not starvation).
 
 Warm-ups count from the running process's first step: the first step after the latest change.
 Each finding carries the time its episode started (its ``since``), so one episode gets one action.
@@ -265,9 +266,7 @@ def straggler(series: Mapping[str, Series], now: float, p: Progress, s: FaultSet
 def idle(series: Mapping[str, Series], now: float, p: Progress, s: FaultSettings) -> Finding | None:
     if p.process_first_step is None or now - p.process_first_step < s.warmup_s + s.idle_window_s:
         return None
-    ts, util = _finite(
-        series.get(GPU_UTILIZATION), max(now - s.idle_window_s, p.process_first_step + s.warmup_s), now
-    )
+    ts, util = _finite(series.get(GPU_UTILIZATION), max(now - s.idle_window_s, p.process_first_step + s.warmup_s), now)
     if len(util) < 3 or statistics.fmean(util) >= s.idle_utilization:
         return None
     _, mem = _finite(series.get(GPU_MEMORY_USED_BYTES), now - s.idle_window_s, now)
@@ -349,9 +348,10 @@ def loss_divergence(series: Mapping[str, Series], now: float, p: Progress, s: Fa
 
 
 def starvation(series: Mapping[str, Series], now: float, p: Progress, s: FaultSettings) -> Finding | None:
-    if p.first_step is None:
+    if p.process_first_step is None:  # the running process against itself: another one's steps are no baseline
         return None
-    st, sv = _finite(series.get(STEP_SECONDS), p.first_step + s.warmup_s, now)
+    begin = p.process_first_step + s.warmup_s
+    st, sv = _finite(series.get(STEP_SECONDS), begin, now)
     if len(sv) < s.min_history + s.recent:
         return None
     hist, recent = sv[: -s.recent], sv[-s.recent :]
@@ -359,7 +359,7 @@ def starvation(series: Mapping[str, Series], now: float, p: Progress, s: FaultSe
     if statistics.median(recent) < s.starve_step_ratio * base:
         return None
     since = st[-s.recent]
-    _, u_hist = _finite(series.get(GPU_UTILIZATION), p.first_step + s.warmup_s, since)
+    _, u_hist = _finite(series.get(GPU_UTILIZATION), begin, since)
     _, u_now = _finite(series.get(GPU_UTILIZATION), since, now)
     if len(u_hist) < s.min_history or not u_now:
         return None

@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from statictrain_operator.anomaly import faults as flt
 from statictrain_operator.anomaly import findings as fnd
 from statictrain_operator.anomaly import history as hist
-from statictrain_operator.anomaly.commits import commit_regression
+from statictrain_operator.anomaly.commits import commit_regression, judged
 from statictrain_operator.anomaly.detector import Assessment, DetectorSettings, Method, assess
 from statictrain_operator.anomaly.discord import DiscordSettings, score_series
 from statictrain_operator.anomaly.remediation import (
@@ -434,13 +434,11 @@ def _tick(  # noqa: PLR0917 (one evaluation's inputs, called from one place)
     commit = _commit_at(rec.commits, t)
     spec = spec_for(commit)
     step = assessments.get(fnd.STEP_SECONDS)
-    step_t = window.get(fnd.STEP_SECONDS, ([], []))[0]
     healthy = (
         step is not None
         and step.method is not Method.INSUFFICIENT
         and not any(f.kind is FindingKind.THROUGHPUT_REGRESSION for f in usable)
-        # judged on steps of the running commit: a new commit's settings are not good on its predecessor's data
-        and (commit is None or (bool(step_t) and step_t[-1] >= commit.since))
+        and judged(ut, commits, uv)  # a new commit's settings are not good before its own records are judged
     )
     current = {k: spec[k] for k in SETTINGS_FIELDS if k in spec}
     record = hist.track_good_settings(record, current, healthy, now, timedelta(seconds=s.good_settle_s))
