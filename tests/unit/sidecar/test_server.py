@@ -110,7 +110,7 @@ def test_openmetrics_when_asked(sidecar: Sidecar) -> None:
 
 
 def test_healthz(sidecar: Sidecar) -> None:
-    assert get(sidecar, "/healthz")[:2] == (200, b"ok\n")
+    assert get(sidecar, "/healthz")[:2] == (200, b"ok (trainer channel: waiting_for_trainer)\n")
 
 
 def test_profile_request_over_http(sidecar: Sidecar, tmp_path: Path) -> None:
@@ -241,3 +241,44 @@ def test_a_silent_connection_is_closed_by_the_server(
     # headers never finished, then a body shorter than its Content-Length: both end in a close
     assert raw(sidecar, b"GET /metrics HTTP/1.1\r\nHost: x\r\n") == b""
     assert raw(sidecar, b"POST /profile HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc") == b""
+
+
+def metric(body: bytes, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"v": 1, "step": 2, "step_seconds": 1, "tokens": 1' + "0" * 400 + "}",
+        '{"v": 1, "step": 2, "step_seconds": 1, "tokens": 1e400}',
+        '{"v": 1, "step": 2, "step_seconds": 1, "rank_seconds": [1' + "0" * 400 + "]}",
+        "[" * 60_000,
+        '{"v": 1, "step": 2, "step_seconds": 1, "tokens": -1000}',
+    ],
+    ids=["huge-int", "infinite", "huge-rank-seconds", "deep-nesting", "negative"],
+)
+def test_one_bad_channel_line_never_stops_the_export_nor_loses_the_records_after_it(
+    sidecar: Sidecar, tmp_path: Path, bad: str
+) -> None:
+    # #33: these lines made every later scrape fail (200 on /healthz all the while), lost the
+    # valid records read with them, or made tokens_total go down
+    with (tmp_path / "steps.jsonl").open("a") as f:
+        f.write(encode(StepRecord(step=1, step_seconds=0.5, tokens=7)) + bad + "\n")
+        f.write(encode(StepRecord(step=3, step_seconds=0.5, tokens=5)))
+    status, body, _ = get(sidecar, "/metrics")
+    assert status == 200
+    assert metric(body, metrics.TRAIN_STEPS_TOTAL) == 2
+    assert metric(body, metrics.TRAIN_TOKENS_TOTAL) == 12
+    assert metric(body, metrics.CHANNEL_MALFORMED_TOTAL) == 1
+    assert metric(body, metrics.TRAIN_STEP) == 3
+    assert metric(body, metrics.CHANNEL_UP, reason="ok") == 1
+    with (tmp_path / "steps.jsonl").open("a") as f:
+        f.write(bad + "\n")
+    status, body, _ = get(sidecar, "/metrics")
+    assert status == 200 and metric(body, metrics.CHANNEL_UP, reason="malformed") == 0
+    assert get(sidecar, "/healthz")[:2] == (200, b"ok (trainer channel: malformed)\n")
