@@ -48,6 +48,8 @@ MAX_STEP_SECONDS = 1e6
 """Longest step accepted, in seconds (about 11.6 days)."""
 MAX_RANKS = 4096
 """Most entries accepted in ``rank_seconds`` (one gauge series each at every scrape)."""
+MAX_UUID_CHARS = 96
+"""Longest GPU UUID accepted (NVML's UUID buffer, NVML_DEVICE_UUID_V2_BUFFER_SIZE)."""
 _MAX_QUOTED_CHARS = 40
 """Longest piece of a bad value quoted in a MalformedRecord reason (log lines stay short)."""
 
@@ -201,6 +203,6 @@ def decode_gpu(text: str) -> str:
     """The GPU UUID of one ``gpus/*.json`` file; MalformedRecord with the reason otherwise."""
     raw = _object(text)
     uuid = raw.get("uuid")
-    if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")):
-        raise MalformedRecord(f"uuid must be an NVML UUID (GPU-… or MIG-…), got {uuid!r}")
+    if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")) or len(uuid) > MAX_UUID_CHARS:
+        raise MalformedRecord(f"uuid must be an NVML UUID (GPU-… or MIG-…), got {_quoted(repr(uuid))}")
     return uuid

@@ -110,7 +110,8 @@ class ChannelTailer:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
-            self._io, self.detail = "not_a_file", f"{self.path} is not a regular file (mode {stat.filemode(st.st_mode)})"
+            mode = stat.filemode(st.st_mode)
+            self._io, self.detail = "not_a_file", f"{self.path} is not a regular file (mode {mode})"
             return False
         self._fd, self._file_id, self._io, self.detail = fd, (st.st_dev, st.st_ino), "ok", ""
         self._restart()

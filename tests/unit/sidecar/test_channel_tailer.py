@@ -170,7 +170,7 @@ def test_only_a_regular_file_is_read_never_a_link_fifo_or_device(tmp_path: Path,
         "fifo": lambda: os.mkfifo(path),
         "dev-zero": lambda: path.symlink_to("/dev/zero"),
         "symlink-out": lambda: path.symlink_to(outside),
-        "directory": lambda: path.mkdir(),
+        "directory": path.mkdir,
     }[kind]()
     t = ChannelTailer(path)
     for _ in range(3):  # looked at again at every poll, never blocking

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
+import struct
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -282,3 +285,75 @@ def test_one_bad_channel_line_never_stops_the_export_nor_loses_the_records_after
     status, body, _ = get(sidecar, "/metrics")
     assert status == 200 and metric(body, metrics.CHANNEL_UP, reason="malformed") == 0
     assert get(sidecar, "/healthz")[:2] == (200, b"ok (trainer channel: malformed)\n")
+
+
+@pytest.mark.parametrize(
+    "length", [b"\xb2", b"\xb9\xb2", "\u0661\u0662".encode(), b"+3", b"1_2", b"3 3", b"0x3", b"9" * 30]
+)
+def test_content_lengths_are_ascii_digits_only(sidecar: Sidecar, length: bytes) -> None:
+    # #33: a header is read as latin-1, so the byte b'\xb2' is '²': isdigit() let it through and
+    # int() then raised (a traceback, no answer at all); int() also takes '+3' and '1_2'
+    answer = raw(sidecar, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + b"\r\n\r\nabc")
+    assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 413")), answer[:80]
+    assert get(sidecar, "/healthz")[0] == 200
+
+
+def test_a_lying_content_encoding_changes_nothing(sidecar: Sidecar) -> None:
+    # bodies are read and dropped, never decoded: a "gzip" body that is not gzip is just bytes
+    answer = raw(sidecar, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n"
+                          b"Connection: close\r\n\r\nnope")
+    assert answer.startswith(b"HTTP/1.1 200") and b"Content-Encoding" not in answer
+
+
+@pytest.mark.timeout(60)
+def test_a_slow_client_is_cut_off_once_its_request_takes_too_long(
+    sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # slowloris (#33): one byte every 0.05 s never hit the per-read timeout, so the connection (and
+    # its thread) was held for as long as the client liked
+    monkeypatch.setattr(server_module, "REQUEST_DEADLINE_S", 1.0)
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 200 + b"\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", sidecar.port), timeout=30) as conn:
+        sent, closed = 0, False
+        for sent in range(len(request)):  # 10 s in all: the deadline must cut it off long before
+            try:
+                conn.send(request[sent : sent + 1])
+            except OSError:
+                closed = True
+                break
+            readable, _, _ = select.select([conn], [], [], 0.05)
+            if readable:
+                closed = conn.recv(1024) == b"" or True
+                break
+    assert closed and sent < len(request) - 1
+    assert get(sidecar, "/healthz")[0] == 200
+
+
+@pytest.mark.timeout(60)
+def test_connections_beyond_the_cap_are_turned_away_and_service_resumes(
+    sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cap = server_module.MAX_CONNECTIONS
+    idle = [socket.create_connection(("127.0.0.1", sidecar.port), timeout=30) for _ in range(cap)]
+    try:
+        time.sleep(0.5)  # the server has accepted them all (each holds a slot until it sends or times out)
+        answer = raw(sidecar, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 503") and b"connections" in answer, answer[:80]
+    finally:
+        for c in idle:
+            c.close()
+    for _ in range(100):  # slots come back as the server sees the closes
+        if get(sidecar, "/healthz")[0] == 200:
+            break
+        time.sleep(0.1)
+    assert get(sidecar, "/healthz")[0] == 200
+
+
+def test_a_client_that_resets_leaves_no_traceback(sidecar: Sidecar, capfd: pytest.CaptureFixture[str]) -> None:
+    for _ in range(5):
+        conn = socket.create_connection(("127.0.0.1", sidecar.port), timeout=30)
+        conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # RST while the server writes the answer
+    assert get(sidecar, "/healthz")[0] == 200
+    assert "Traceback" not in capfd.readouterr().err
