@@ -61,6 +61,7 @@ MAX_BODY_BYTES = 1 << 16
 MAX_CONNECTIONS = 32
 """Connections served at once (one thread each); more are answered 503 and closed."""
 _CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
+_VERSION = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){0,3}")
 _BUSY_BODY = f"more than {MAX_CONNECTIONS} connections at once: try again in a moment\n".encode()
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
@@ -262,7 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
         if (path == "/profiles" or path.startswith("/profiles/")) and not self._authorized():
             return
         if path == "/metrics":
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+            encoder, content_type = choose_encoder(_readable_accept(self.headers.get("Accept", "")))
             self._send(200, encoder(self.server.registry), content_type)
         elif path == "/healthz":
             ok, reason = self.server.health()
@@ -336,6 +337,17 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 self.wfile.write(chunk)
                 left -= len(chunk)
+
+
+def _readable_accept(header: str) -> str:
+    """The media ranges of an Accept header whose ``version`` parameter (if any) is digits and dots:
+    prometheus_client's choose_encoder raises on other versions, and echoes the version it takes."""
+    kept = []
+    for media_range in header.split(","):
+        params = (p.strip().split("=", 1) for p in media_range.split(";")[1:] if "=" in p)
+        if all(_VERSION.fullmatch(value) for key, value in params if key == "version"):
+            kept.append(media_range)
+    return ",".join(kept)
 
 
 def make_server(

@@ -112,6 +112,17 @@ def test_openmetrics_when_asked(sidecar: Sidecar) -> None:
         assert resp.read().endswith(b"# EOF\n")
 
 
+@pytest.mark.parametrize(
+    "accept",
+    ["application/openmetrics-text; version=abc", "text/plain; version=1.x", "text/plain;version=;q=1"],
+)
+def test_an_accept_header_with_a_bad_version_gets_the_text_format(sidecar: Sidecar, accept: str) -> None:
+    # prometheus_client's choose_encoder raised TypeError on these: no answer at all (found while
+    # writing the property test of the HTTP surface)
+    status, body, ctype = get(sidecar, "/metrics", headers={"Accept": accept})
+    assert status == 200 and ctype.startswith("text/plain; version=0.0.4") and b"statictrain_sidecar_info" in body
+
+
 def test_healthz(sidecar: Sidecar) -> None:
     assert get(sidecar, "/healthz")[:2] == (200, b"ok (trainer channel: waiting_for_trainer)\n")
 
