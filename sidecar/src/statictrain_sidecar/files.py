@@ -99,21 +99,21 @@ def names(dir_fd: int) -> list[str]:
     return out
 
 
-def plain_files(dir_fd: int) -> list[tuple[str, int]]:
+def plain_files(dir_fd: int, max_entries: int = MAX_ENTRIES) -> tuple[list[tuple[str, int]], int]:
     """(path relative to the directory, size) of the regular files below it, symlinks neither listed nor
-    followed; at most MAX_ENTRIES entries looked at and MAX_DEPTH levels entered."""
+    followed, and how many entries were looked at: at most ``max_entries``, MAX_DEPTH levels deep."""
     out: list[tuple[str, int]] = []
     seen = 0
     stack: list[tuple[int, str, int]] = [(os.dup(dir_fd), "", 0)]
     try:
-        while stack and seen < MAX_ENTRIES:
+        while stack and seen < max_entries:
             fd, prefix, depth = stack.pop()
             try:
                 with os.scandir(fd) as entries:
                     for entry in entries:
-                        seen += 1
-                        if seen > MAX_ENTRIES:
+                        if seen >= max_entries:
                             break
+                        seen += 1
                         if entry.is_file(follow_symlinks=False):
                             out.append((prefix + entry.name, entry.stat(follow_symlinks=False).st_size))
                         elif entry.is_dir(follow_symlinks=False) and depth < MAX_DEPTH:
@@ -127,4 +127,4 @@ def plain_files(dir_fd: int) -> list[tuple[str, int]]:
     finally:
         for fd, _, _ in stack:
             os.close(fd)
-    return out
+    return out, seen

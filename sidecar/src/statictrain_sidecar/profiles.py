@@ -13,7 +13,8 @@ The trainer shares these folders, so nothing here follows a symlink (``files``):
 ``requests/`` or ``profiles/`` replaced by a link is neither written, read nor
 pruned through (a request then answers 503), and a link anywhere below is neither
 listed, counted, served nor followed. Listings and the byte count look at no more
-than ``files.MAX_ENTRIES`` entries and ``files.MAX_DEPTH`` levels.
+than ``files.MAX_ENTRIES`` entries in all and ``files.MAX_DEPTH`` levels (so the byte budget counts only
+what they see).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import BinaryIO
 
 from statictrain.channel import PROFILES_DIR, REQUESTS_DIR, SCHEMA_VERSION
 
-from .files import directory, names, open_regular, plain_files
+from .files import MAX_ENTRIES, directory, names, open_regular, plain_files
 
 __all__ = ["ProfileError", "ProfileInfo", "ProfileRequests", "ProfileTicket"]
 
@@ -240,17 +241,22 @@ class _Capture:
 
 
 def _captures(root: int) -> list[_Capture]:
-    """The capture folders in the profiles root (descriptor ``root``), symlinks skipped."""
+    """The capture folders in the profiles root (descriptor ``root``), symlinks skipped; MAX_ENTRIES
+    entries looked at in all (a listing's cost is bounded however many folders the trainer makes)."""
     out = []
+    left = MAX_ENTRIES
     for name in names(root):
+        if left <= 0:
+            break
         if not _ID.match(name):
             continue
         try:
             with directory(root, name) as d:
                 mtime = os.fstat(d).st_mtime
-                found = plain_files(d)
+                found, seen = plain_files(d, left)
         except OSError:  # a symlink, a file, gone meanwhile
             continue
+        left -= seen + 1
         files = tuple(sorted(p for p, _ in found if not Path(p).name.startswith(".")))
         out.append(_Capture(name, mtime, sum(size for _, size in found), files))
     return out

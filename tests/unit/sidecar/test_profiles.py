@@ -206,3 +206,18 @@ def test_a_capture_nested_deeper_than_the_stack_neither_breaks_listing_nor_house
     listed = {p.id: p for p in profiles.listing()}
     assert listed["p1"].files == ("trace.json",)
     profiles.housekeep()
+
+
+def test_listing_looks_at_a_bounded_number_of_entries_in_all(
+    profiles: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a trainer making folder after folder must not make each listing (and housekeeping round) longer
+    from statictrain_sidecar import profiles as profiles_module  # noqa: PLC0415
+
+    monkeypatch.setattr(profiles_module, "MAX_ENTRIES", 8)
+    for i in range(10):
+        capture(tmp_path, f"c{i}", 1, 100.0 + i)
+        (tmp_path / PROFILES_DIR / f"c{i}" / "more.json").write_text("{}")
+    listed = profiles.listing()
+    assert 1 <= len(listed) <= 3  # each capture costs its folder and its two files
+    assert all(p.files == ("more.json", "trace.json") for p in listed[:-1])
