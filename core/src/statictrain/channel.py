@@ -4,7 +4,16 @@ The trainer appends one JSON object per line to ``<STATS_DIR>/steps.jsonl``;
 the sidecar tails it. A record is a StepRecord; unknown keys are ignored so a
 newer trainer may add fields without breaking an older sidecar. A record whose
 ``v`` is a higher major version than SCHEMA_VERSION, or that does not parse,
-is counted as malformed and skipped, never fatal.
+is counted as malformed and skipped, never fatal: ``decode`` raises nothing but
+MalformedRecord, whatever the line holds.
+
+Bounds, per field (a record outside them is malformed as a whole, so a counter
+the sidecar sums never goes down and never turns NaN or infinite): every integer
+field is a whole number from 0 to MAX_COUNT (exact as a float, Prometheus's only
+number type); ``step_seconds`` is finite, from 0 to MAX_STEP_SECONDS (it feeds a
+histogram's sum); ``rank_seconds`` holds at most MAX_RANKS entries; text fields
+at most MAX_STR_CHARS characters. The other float fields are gauges: any JSON
+number, null for NaN (``1e400`` reads as infinity and is kept as such).
 
 Each trainer process on a GPU writes ``<STATS_DIR>/gpus/<local rank>.json``
 holding ``{"v": 1, "uuid": "GPU-…", "local_rank": N}``: the GPUs of this pod.
@@ -33,6 +42,16 @@ CACHE_STATUSES = ("hit", "miss_empty", "miss_other_environment", "load_failed", 
 """Values of StepRecord.cache_status (a sidecar labels any other value ``other``)."""
 MAX_STR_CHARS = 64
 """Longest text field value accepted in a record."""
+MAX_COUNT = 2**53
+"""Largest integer field value accepted: every whole number up to it is exact as a float."""
+MAX_STEP_SECONDS = 1e6
+"""Longest step accepted, in seconds (about 11.6 days)."""
+MAX_RANKS = 4096
+"""Most entries accepted in ``rank_seconds`` (one gauge series each at every scrape)."""
+MAX_UUID_CHARS = 96
+"""Longest GPU UUID accepted (NVML's UUID buffer, NVML_DEVICE_UUID_V2_BUFFER_SIZE)."""
+_MAX_QUOTED_CHARS = 40
+"""Longest piece of a bad value quoted in a MalformedRecord reason (log lines stay short)."""
 
 
 @dataclass(frozen=True)
@@ -100,18 +119,62 @@ def _object(text: str) -> dict[str, Any]:
     """A JSON object of a schema version this code reads; MalformedRecord with the reason otherwise."""
     try:
         raw: Any = json.loads(text)
-    except ValueError as e:
-        raise MalformedRecord(f"not JSON: {e}") from None
+    except (ValueError, RecursionError) as e:  # RecursionError: nesting deeper than the parser's stack
+        raise MalformedRecord(f"not JSON: {_quoted(str(e))}") from None
     if not isinstance(raw, dict):
         raise MalformedRecord("not a JSON object")
     version = raw.get("v", SCHEMA_VERSION)
-    if not isinstance(version, int) or version < 1 or version > SCHEMA_VERSION:
-        raise MalformedRecord(f"unsupported schema version {version!r}")
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+        raise MalformedRecord(f"unsupported schema version {_quoted(repr(version))}")
     return raw
 
 
+def _quoted(text: str) -> str:
+    return text if len(text) <= _MAX_QUOTED_CHARS else text[:_MAX_QUOTED_CHARS] + f"… ({len(text)} chars)"
+
+
+def _count(value: Any) -> int:
+    """A whole number from 0 to MAX_COUNT (an integral float such as 3.0 too); TypeError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError
+    if isinstance(value, float) and not value.is_integer():  # also NaN and infinities
+        raise TypeError
+    if not 0 <= value <= MAX_COUNT:
+        raise TypeError
+    return int(value)
+
+
+def _number(value: Any) -> float:
+    """A JSON number as a float, null as NaN; TypeError for anything else (booleans, huge integers)."""
+    if value is None:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError
+    return float(value)  # OverflowError (an ArithmeticError) for integers past the float range
+
+
+def _field(typ: str, value: Any) -> Any:
+    if typ == "int":
+        return _count(value)
+    if typ == "float":
+        return _number(value)
+    if typ == "bool":
+        if not isinstance(value, bool):
+            raise TypeError
+        return value
+    if typ.startswith("tuple[float"):
+        if not isinstance(value, list) or len(value) > MAX_RANKS:
+            raise TypeError
+        return tuple(_number(x) for x in value)
+    if typ == "str":
+        if not isinstance(value, str) or len(value) > MAX_STR_CHARS:
+            raise TypeError
+        return value
+    raise AssertionError(f"StepRecord field of unhandled type {typ}")
+
+
 def decode(line: str) -> StepRecord:
-    """Parse one line; raise MalformedRecord with the reason on any problem."""
+    """Parse one line; raise MalformedRecord with the reason on any problem (and nothing else)."""
     raw = _object(line)
     kwargs: dict[str, Any] = {}
     for name, f in _FIELDS.items():
@@ -120,33 +183,14 @@ def decode(line: str) -> StepRecord:
         value = raw[name]
         typ = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", "")
         try:
-            if typ == "int":
-                if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-                    raise TypeError
-                kwargs[name] = int(value)
-            elif typ == "float":
-                kwargs[name] = math.nan if value is None else float(value)
-                if isinstance(value, bool):
-                    raise TypeError
-            elif typ == "bool":
-                if not isinstance(value, bool):
-                    raise TypeError
-                kwargs[name] = value
-            elif typ.startswith("tuple[float"):
-                if not isinstance(value, list) or any(isinstance(x, bool) for x in value):
-                    raise TypeError
-                kwargs[name] = tuple(math.nan if x is None else float(x) for x in value)
-            elif typ == "str":
-                if not isinstance(value, str) or len(value) > MAX_STR_CHARS:
-                    raise TypeError
-                kwargs[name] = value
-        except (TypeError, ValueError):
-            raise MalformedRecord(f"field {name!r} has a bad value {value!r}") from None
+            kwargs[name] = _field(typ, value)
+        except (TypeError, ArithmeticError):
+            raise MalformedRecord(f"field {name!r} has a bad value {_quoted(repr(value))}") from None
     for required in ("step", "step_seconds"):
         if required not in kwargs:
             raise MalformedRecord(f"missing field {required!r}")
-    if kwargs["step"] < 0 or not kwargs["step_seconds"] >= 0:
-        raise MalformedRecord("step and step_seconds must be >= 0")
+    if not 0 <= kwargs["step_seconds"] <= MAX_STEP_SECONDS:
+        raise MalformedRecord(f"step_seconds must be from 0 to {MAX_STEP_SECONDS:g}, got {kwargs['step_seconds']!r}")
     return StepRecord(**kwargs)
 
 
@@ -159,6 +203,6 @@ def decode_gpu(text: str) -> str:
     """The GPU UUID of one ``gpus/*.json`` file; MalformedRecord with the reason otherwise."""
     raw = _object(text)
     uuid = raw.get("uuid")
-    if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")):
-        raise MalformedRecord(f"uuid must be an NVML UUID (GPU-… or MIG-…), got {uuid!r}")
+    if not isinstance(uuid, str) or not uuid.startswith(("GPU-", "MIG-")) or len(uuid) > MAX_UUID_CHARS:
+        raise MalformedRecord(f"uuid must be an NVML UUID (GPU-… or MIG-…), got {_quoted(repr(uuid))}")
     return uuid

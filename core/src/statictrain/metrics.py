@@ -14,6 +14,7 @@ PREFIX = "statictrain_"
 SIDECAR_INFO = "statictrain_sidecar_info"
 GPU_AVAILABLE = "statictrain_gpu_available"  # 1 when NVML works, 0 otherwise (with a reason label)
 CHANNEL_MALFORMED_TOTAL = "statictrain_channel_malformed_records_total"
+CHANNEL_UP = "statictrain_channel_up"  # 1 when the trainer channel reads well, 0 otherwise (with a reason label)
 PROFILE_REQUESTS_TOTAL = "statictrain_profile_requests_total"  # label outcome
 
 # --- sidecar: GPU (NVML)

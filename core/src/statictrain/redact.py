@@ -14,11 +14,17 @@ import logging
 import re
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["HIDDEN", "RedactingFilter", "install", "redact", "safe_url"]
+__all__ = ["HIDDEN", "MAX_SCHEME_CHARS", "RedactingFilter", "install", "redact", "safe_url"]
 
 HIDDEN = "***"
 
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+MAX_SCHEME_CHARS = 32
+"""Longest URL scheme recognized as one; a longer run of scheme characters before "://" still ends in a
+URL whose scheme is its last MAX_SCHEME_CHARS characters, so the URL is redacted all the same."""
+# No \b before the scheme and a bounded scheme: each position is tried over at most MAX_SCHEME_CHARS + 3
+# characters, so the cost is linear in the text ("a.a.a…" made an unbounded scheme quadratic), and a
+# URL glued to a word ("see_http://…") is found too.
+_URL = re.compile(rf"[a-zA-Z][a-zA-Z0-9+.-]{{0,{MAX_SCHEME_CHARS - 1}}}://[^\s'\"<>]+")
 _BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{6,}")
 _PAIR = re.compile(
     r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|client[_-]?secret|authorization)"
@@ -50,10 +56,8 @@ def redact(text: str) -> str:
 
 
 def _safe_in_text(url: str) -> str:
-    trail = ""
-    while url and url[-1] in ".,;:)]}":  # punctuation that ends a sentence, not the URL
-        trail = url[-1] + trail
-        url = url[:-1]
+    kept = url.rstrip(".,;:)]}")  # punctuation that ends a sentence, not the URL
+    url, trail = kept, url[len(kept) :]
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018  (raises on a malformed port)

@@ -70,11 +70,17 @@ def _at_most_every(
     return run
 
 
-def loop_health(loop: SamplingLoop) -> Callable[[], tuple[bool, str]]:
-    """/healthz: fails only when the sampling thread has died (a restart would help then)."""
+def loop_health(loop: SamplingLoop, feed: TrainingFeed) -> Callable[[], tuple[bool, str]]:
+    """/healthz: fails only when the sampling thread has died (a restart would help then).
+
+    A broken channel does not fail it (restarting the sidecar mends no file the trainer writes,
+    and would reset its counters): the body names the channel's status, as statictrain_channel_up does."""
 
     def health() -> tuple[bool, str]:
-        return (True, "ok") if loop.alive() else (False, "sampling loop stopped")
+        if not loop.alive():
+            return False, "sampling loop stopped"
+        status = feed.status
+        return True, "ok" if status == "ok" else f"ok (trainer channel: {status})"
 
     return health
 
@@ -100,7 +106,7 @@ class Sidecar:
 
     def health(self) -> tuple[bool, str]:
         """Healthy while the sampling loop runs; GPU absence is reported in metrics, not here."""
-        return loop_health(self.loop)()
+        return loop_health(self.loop, self.feed)()
 
     def start(self) -> None:
         """Open NVML (never fails), start sampling and serving."""
@@ -118,6 +124,7 @@ class Sidecar:
             self.server.shutdown()
         self.server.server_close()
         self.loop.stop()
+        self.feed.close()
         self.gpus.close()
 
 
@@ -130,15 +137,7 @@ def build(settings: Settings, nvml: NvmlApi | None, clocks: Clocks | None = None
     published = reader(settings.stats_dir) if settings.stats_dir is not None and not settings.gpus else None
     gpus = GpuSampler(nvml, select=settings.gpus, enabled=settings.nvml, logger=_log, published=published)
     tailer = ChannelTailer(settings.stats_dir / STEPS_FILE) if settings.stats_dir is not None else None
-    malformed_logged = [0]
-
-    def on_malformed(reason: str) -> None:
-        malformed_logged[0] += 1
-        n = malformed_logged[0]
-        if n <= 10 or n % 1000 == 0:
-            _log.warning("skipped malformed channel record #%d: %s", n, reason)
-
-    feed = TrainingFeed(tailer, TrainingState(clocks.monotonic()), clocks.monotonic, on_malformed)
+    feed = TrainingFeed(tailer, TrainingState(clocks.monotonic()), clocks.monotonic)
     profiles = None
     if settings.stats_dir is not None:
         profiles = ProfileRequests(
@@ -170,6 +169,6 @@ def build(settings: Settings, nvml: NvmlApi | None, clocks: Clocks | None = None
         )
     loop = SamplingLoop(settings.sample_interval_s, tasks, clocks.monotonic, _log)
     token = read_token(settings.profile_token_file) if settings.profile_token_file is not None else None
-    server = make_server(settings.bind, settings.port, registry, loop_health(loop), profiles, profile_token=token)
+    server = make_server(settings.bind, settings.port, registry, loop_health(loop, feed), profiles, profile_token=token)
     sidecar = Sidecar(settings, gpus, feed, profiles, registry, loop, server, clocks)
     return sidecar

@@ -182,6 +182,14 @@ class SidecarCollector(Collector):
         )
         if not self._training.configured:
             return
+        up = GaugeMetricFamily(
+            metrics.CHANNEL_UP,
+            "1 when the trainer channel is read and its latest line was valid; 0 with the reason "
+            "(waiting_for_trainer, not_a_file, unreadable, malformed).",
+            labels=self._labels("reason"),
+        )
+        up.add_metric([*base, self._training.status], 1 if self._training.status == "ok" else 0)
+        yield up
         yield counter(
             metrics.TRAIN_STEPS_TOTAL, "Step records read since the sidecar started.", s.steps_total
         )
@@ -291,6 +299,7 @@ EXPORTED_METRICS: tuple[str, ...] = (
     metrics.SIDECAR_INFO,
     metrics.GPU_AVAILABLE,
     metrics.CHANNEL_MALFORMED_TOTAL,
+    metrics.CHANNEL_UP,
     metrics.PROFILE_REQUESTS_TOTAL,
     *_GPU_HELP,
     metrics.GPU_IDLE_SECONDS_TOTAL,

@@ -7,17 +7,23 @@ request (``statictrain.channel``). Bounds kept here: N is capped, one request is
 pending at a time, a request not taken within the timeout is withdrawn, and the
 oldest captures are deleted once ``profiles/`` holds more than the byte budget.
 Captured files are served back by the HTTP server (``GET /profiles/<id>/<file>``):
-only plain files below the fixed profiles root; a symlink anywhere on the way is
-refused, and the opened file is checked to lie inside the root.
+only plain files below the profiles root.
+
+The trainer shares these folders, so nothing here follows a symlink (``files``):
+``requests/`` or ``profiles/`` replaced by a link is neither written, read nor
+pruned through (a request then answers 503), and a link anywhere below is neither
+listed, counted, served nor followed. Listings and the byte count look at no more
+than ``files.MAX_ENTRIES`` entries in all and ``files.MAX_DEPTH`` levels (so the byte budget counts only
+what they see).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
-import stat
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,10 +32,14 @@ from typing import BinaryIO
 
 from statictrain.channel import PROFILES_DIR, REQUESTS_DIR, SCHEMA_VERSION
 
+from .files import MAX_ENTRIES, directory, names, open_regular, plain_files
+
 __all__ = ["ProfileError", "ProfileInfo", "ProfileRequests", "ProfileTicket"]
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _REQUEST = re.compile(r"^profile-(?P<id>[A-Za-z0-9][A-Za-z0-9_.-]{0,63})\.json$")
+_STEPS = re.compile(r"[0-9]{1,6}")
+_log = logging.getLogger(__name__)
 
 
 class ProfileError(Exception):
@@ -76,10 +86,9 @@ class ProfileRequests:
         new_id: Callable[[], str],
     ) -> None:
         """``clock``: wall seconds (compared with file mtimes); ``new_id``: a fresh request id."""
+        self.stats_dir = stats_dir
         self.requests_dir = stats_dir / REQUESTS_DIR
         self.profiles_dir = stats_dir / PROFILES_DIR
-        self._root = stats_dir.resolve() / PROFILES_DIR
-        """The profiles root, fixed now: served files must lie inside it."""
         self._max_steps = max_steps
         self._timeout_s = timeout_s
         self._max_bytes = max_bytes
@@ -95,14 +104,14 @@ class ProfileRequests:
             return self._request(steps_text)
 
     def _request(self, steps_text: str | None) -> ProfileTicket:
-        try:
-            steps = int(steps_text or "")
-        except ValueError:
+        if steps_text is None or not _STEPS.fullmatch(steps_text):  # ASCII digits: int() takes ' 1_2 ', '+١'
             self.outcomes["rejected"] += 1
+            shown = steps_text if steps_text is None or len(steps_text) <= 20 else steps_text[:20] + "…"
             raise ProfileError(
                 400,
-                f"steps={steps_text!r}: give a whole number of steps, 1 to {self._max_steps}, as ?steps=N",
-            ) from None
+                f"steps={shown!r}: give a whole number of steps, 1 to {self._max_steps}, as ?steps=N",
+            )
+        steps = int(steps_text)
         if not 1 <= steps <= self._max_steps:
             self.outcomes["rejected"] += 1
             raise ProfileError(
@@ -121,18 +130,28 @@ class ProfileRequests:
         pid = self._new_id()
         if not _ID.match(pid):
             raise ValueError(f"profile id {pid!r} has characters outside [A-Za-z0-9_.-]")
-        self.requests_dir.mkdir(parents=True, exist_ok=True)
-        final = self.requests_dir / f"profile-{pid}.json"
-        tmp = self.requests_dir / f".profile-{pid}.json.tmp"
-        tmp.write_text(json.dumps({"v": SCHEMA_VERSION, "steps": steps}) + "\n")
-        os.replace(tmp, final)
+        final, tmp = f"profile-{pid}.json", f".profile-{pid}.json.tmp"
+        try:
+            with directory(self.stats_dir, REQUESTS_DIR, create=True) as d:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=d)
+                with os.fdopen(fd, "w") as f:
+                    f.write(json.dumps({"v": SCHEMA_VERSION, "steps": steps}) + "\n")
+                os.replace(tmp, final, src_dir_fd=d, dst_dir_fd=d)
+        except OSError as e:
+            raise ProfileError(
+                503,
+                f"cannot write the request in {self.requests_dir} ({e.strerror or e}): it must be a folder "
+                "of the stats directory, not a symlink (none is followed)",
+            ) from None
         self.outcomes["requested"] += 1
-        return ProfileTicket(pid, steps, final, self.profiles_dir / pid)
+        return ProfileTicket(pid, steps, self.requests_dir / final, self.profiles_dir / pid)
 
     def _pending(self) -> list[str]:
-        if not self.requests_dir.is_dir():
+        try:
+            with directory(self.stats_dir, REQUESTS_DIR) as d:
+                return sorted(m["id"] for name in names(d) if (m := _REQUEST.match(name)))
+        except OSError:  # none yet, or not a folder of its own
             return []
-        return sorted(m["id"] for p in self.requests_dir.iterdir() if (m := _REQUEST.match(p.name)))
 
     def housekeep(self) -> None:
         """Withdraw requests older than the timeout; delete the oldest captures beyond the byte budget."""
@@ -140,38 +159,42 @@ class ProfileRequests:
             self._housekeep()
 
     def _housekeep(self) -> None:
-        now = self._clock()
-        for pid in self._pending():
-            path = self.requests_dir / f"profile-{pid}.json"
-            try:
-                age = now - path.stat().st_mtime
-            except FileNotFoundError:
-                continue  # taken by the trainer meanwhile
-            if age > self._timeout_s:
-                path.unlink(missing_ok=True)
-                self._expired.append(pid)
-                self.outcomes["expired"] += 1
-        del self._expired[:-100]
-        captures = sorted(self._captures(), key=lambda c: c[1])  # oldest first
-        total = sum(size for _, _, size in captures)
-        for path, _, size in captures:
-            if total <= self._max_bytes:
-                break
-            shutil.rmtree(path, ignore_errors=True)
-            total -= size
-            self.outcomes["pruned"] += 1
+        self._expire(self._clock())
+        try:
+            with directory(self.stats_dir, PROFILES_DIR) as root:
+                captures = sorted(_captures(root), key=lambda c: c.mtime)  # oldest first
+                total = sum(c.bytes for c in captures)
+                for c in captures:
+                    if total <= self._max_bytes:
+                        break
+                    try:  # fd-based on Linux: a symlink swapped in meanwhile is not followed
+                        shutil.rmtree(c.name, ignore_errors=True, dir_fd=root)
+                    except RecursionError:  # deeper than the stack: left, and said so
+                        _log.warning("cannot prune %s/%s: nested too deep", self.profiles_dir, c.name)
+                        continue
+                    total -= c.bytes
+                    self.outcomes["pruned"] += 1
+        except OSError:  # no profiles folder (yet), or not one of its own
+            return
 
-    def _captures(self) -> list[tuple[Path, float, int]]:
-        if not self.profiles_dir.is_dir():
-            return []
-        out = []
-        if self.profiles_dir.is_symlink():
-            return []
-        for d in self.profiles_dir.iterdir():
-            if d.is_dir() and not d.is_symlink() and _ID.match(d.name):
-                size = sum(f.lstat().st_size for f in _plain_files(d))
-                out.append((d, d.lstat().st_mtime, size))
-        return out
+    def _expire(self, now: float) -> None:
+        try:
+            with directory(self.stats_dir, REQUESTS_DIR) as d:
+                for name in names(d):
+                    m = _REQUEST.match(name)
+                    if m is None:
+                        continue
+                    try:
+                        if now - os.stat(name, dir_fd=d, follow_symlinks=False).st_mtime <= self._timeout_s:
+                            continue
+                        os.unlink(name, dir_fd=d)
+                    except FileNotFoundError:
+                        continue  # taken by the trainer meanwhile
+                    self._expired.append(m["id"])
+                    self.outcomes["expired"] += 1
+        except OSError:
+            pass
+        del self._expired[:-100]
 
     def listing(self) -> list[ProfileInfo]:
         """Every known profile: pending, captured and recently expired."""
@@ -180,51 +203,60 @@ class ProfileRequests:
 
     def _listing(self) -> list[ProfileInfo]:
         out = [ProfileInfo(pid, "requested") for pid in self._pending()]
-        for path, _, size in sorted(self._captures(), key=lambda c: c[1]):
-            names = (str(f.relative_to(path)) for f in _plain_files(path))
-            files = tuple(sorted(n for n in names if not Path(n).name.startswith(".")))
-            out.append(ProfileInfo(path.name, "captured" if files else "capturing", files, size))
+        try:
+            with directory(self.stats_dir, PROFILES_DIR) as root:
+                captures = _captures(root)
+        except OSError:
+            captures = []
+        for c in sorted(captures, key=lambda c: c.mtime):
+            out.append(ProfileInfo(c.name, "captured" if c.files else "capturing", c.files, c.bytes))
         out.extend(ProfileInfo(pid, "expired") for pid in self._expired)
         return out
 
     def open_file(self, pid: str, name: str) -> tuple[BinaryIO, int]:
         """One captured file, opened for reading, and its size.
 
-        ProfileError 404 for anything but a plain file inside ``profiles/<id>/``: a path
-        part that is empty, ``.`` or ``..``; a symlink anywhere from the profiles root
-        down (the root included); a file whose opened descriptor resolves outside the root."""
+        ProfileError 404 for anything but a plain file inside ``profiles/<id>/``: a path part
+        that is empty, ``.`` or ``..``; a symlink anywhere from the profiles root down (the root
+        included); a FIFO, device or folder."""
         missing = ProfileError(404, f"no file {name!r} in profile {pid!r} (GET /profiles lists them)")
         parts = name.split("/")
         if not _ID.match(pid) or any(p in ("", ".", "..") for p in parts):
             raise missing
-        path = self.profiles_dir
-        for part in ("", pid, *parts[:-1]):
-            path = path / part if part else path
-            if path.is_symlink() or not path.is_dir():
-                raise missing
-        path = path / parts[-1]
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            with directory(self.stats_dir, PROFILES_DIR, pid, *parts[:-1]) as d:
+                fd, st = open_regular(parts[-1], d)
         except OSError:
             raise missing from None
-        try:
-            st = os.fstat(fd)
-            real = Path(os.readlink(f"/proc/self/fd/{fd}"))
-            if not stat.S_ISREG(st.st_mode) or not real.is_relative_to(self._root):
-                raise missing
-        except BaseException:
-            os.close(fd)
-            raise
-        f = os.fdopen(fd, "rb")
-        return f, st.st_size
+        return os.fdopen(fd, "rb"), st.st_size
 
 
-def _plain_files(folder: Path) -> list[Path]:
-    """Regular files below ``folder``, symlinks neither listed nor followed."""
+@dataclass(frozen=True)
+class _Capture:
+    name: str
+    mtime: float
+    bytes: int
+    files: tuple[str, ...]
+    """Finished files (no dot-file of a capture still being written), sorted."""
+
+
+def _captures(root: int) -> list[_Capture]:
+    """The capture folders in the profiles root (descriptor ``root``), symlinks skipped; MAX_ENTRIES
+    entries looked at in all (a listing's cost is bounded however many folders the trainer makes)."""
     out = []
-    for dirpath, _, files in os.walk(folder):
-        for name in files:
-            p = Path(dirpath) / name
-            if not p.is_symlink() and p.is_file():
-                out.append(p)
+    left = MAX_ENTRIES
+    for name in names(root):
+        if left <= 0:
+            break
+        if not _ID.match(name):
+            continue
+        try:
+            with directory(root, name) as d:
+                mtime = os.fstat(d).st_mtime
+                found, seen = plain_files(d, left)
+        except OSError:  # a symlink, a file, gone meanwhile
+            continue
+        left -= seen + 1
+        files = tuple(sorted(p for p, _ in found if not Path(p).name.startswith(".")))
+        out.append(_Capture(name, mtime, sum(size for _, size in found), files))
     return out

@@ -8,16 +8,29 @@ GET  /profiles/<id>/<file>      download one captured file
 
 The three profile endpoints need ``Authorization: Bearer <token>`` with the job's
 profile token; without a configured token they answer 403 (profiling is off).
-Every connection has a socket timeout; a request body must come with a valid
-Content-Length of at most MAX_BODY_BYTES (chunked bodies are refused); a bad one
-gets 400/411/413 and the connection is closed.
+
+Bounds: a connection silent for REQUEST_TIMEOUT_S (idle keep-alive, or within a
+request) is closed; a request (line, headers and body) must arrive within
+REQUEST_DEADLINE_S of its first byte, however it trickles in (slowloris); at most
+MAX_CONNECTIONS are served at once, more are answered 503 and closed. A request
+body must come with one Content-Length of ASCII digits, at most MAX_BODY_BYTES
+(chunked bodies are refused); a bad one gets 400/411/413 and the connection is
+closed. Bodies are read and dropped, never decoded (Content-Encoding is ignored);
+answers are never compressed. A connection that breaks is logged at debug level,
+never with a traceback.
 """
 
 from __future__ import annotations
 
 import hmac
+import io
 import json
 import logging
+import re
+import socket
+import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -28,14 +41,33 @@ from prometheus_client.exposition import choose_encoder
 
 from .profiles import ProfileError, ProfileRequests
 
-__all__ = ["MAX_BODY_BYTES", "REQUEST_TIMEOUT_S", "SidecarHTTPServer", "make_server"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_CONNECTIONS",
+    "REQUEST_DEADLINE_S",
+    "REQUEST_TIMEOUT_S",
+    "SidecarHTTPServer",
+    "make_server",
+]
 
 _log = logging.getLogger(__name__)
 
 REQUEST_TIMEOUT_S = 10.0
 """Seconds a connection may stay silent (headers, body, or idle keep-alive) before it is closed."""
+REQUEST_DEADLINE_S = 10.0
+"""Seconds from a request's first byte by which its line, headers and body must all have arrived."""
 MAX_BODY_BYTES = 1 << 16
 """Largest request body read (no endpoint needs one; POST /profile takes its input in the query)."""
+MAX_CONNECTIONS = 32
+"""Connections served at once (one thread each); more are answered 503 and closed."""
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
+_VERSION = re.compile(r"[0-9]{1,4}(\.[0-9]{1,4}){0,3}")
+_BUSY_BODY = f"more than {MAX_CONNECTIONS} connections at once: try again in a moment\n".encode()
+_BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n"
+    + f"Content-Length: {len(_BUSY_BODY)}\r\n\r\n".encode()
+    + _BUSY_BODY
+)
 PROFILING_OFF = (
     b"profiling over HTTP is off for this job: the operator enables it with a per-job token "
     b"(STATICTRAIN_PROFILE_TOKEN_FILE on the sidecar)\n"
@@ -60,13 +92,94 @@ class SidecarHTTPServer(ThreadingHTTPServer):
         self.health = health
         self.profiles = profiles
         self.profile_token = profile_token
+        self._slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         super().__init__(address, _Handler)
+
+    def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:  # type: ignore[override]
+        """A thread for the connection while fewer than MAX_CONNECTIONS are served; else 503 at once."""
+        if not self._slots.acquire(blocking=False):
+            try:
+                request.settimeout(0)  # a fresh socket's buffer takes the few bytes; never wait on it
+                request.send(_BUSY)
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: tuple[str, int]) -> None:  # type: ignore[override]
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """One line, never a traceback: a broken connection at debug level, anything else as an error."""
+        error = sys.exc_info()[1]
+        peer = client_address[0] if isinstance(client_address, tuple) else client_address
+        if isinstance(error, OSError):
+            _log.debug("connection from %s ended: %s", peer, error)
+        else:
+            _log.error("request from %s failed: %s: %s", peer, type(error).__name__, error)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The connection's read side: each read waits at most the idle timeout, and, once ``deadline``
+    (monotonic seconds) is set, no later than it."""
+
+    def __init__(self, sock: socket.socket, idle_s: float) -> None:
+        super().__init__()
+        self._sock = sock
+        self._idle_s = idle_s
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        wait = self._idle_s
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"request not received within {REQUEST_DEADLINE_S:g} s")
+            wait = min(wait, left)
+        self._sock.settimeout(wait)
+        try:
+            return self._sock.recv_into(buffer)
+        finally:
+            self._sock.settimeout(self._idle_s)  # writes wait the idle timeout, whatever the deadline left
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: SidecarHTTPServer
     protocol_version = "HTTP/1.1"
     timeout = REQUEST_TIMEOUT_S  # StreamRequestHandler sets it on the connection's socket
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the buffered reader StreamRequestHandler made; the socket stays open
+        self._reader = _DeadlineReader(self.connection, self.timeout)
+        self._buffered = io.BufferedReader(self._reader)
+        self.rfile = self._buffered
+
+    def handle_one_request(self) -> None:
+        """Wait (idle timeout) for a request's first byte, then give the whole request its deadline."""
+        try:
+            if not self._buffered.peek(1):
+                self.close_connection = True
+                return
+        except OSError:  # TimeoutError: idle too long; a reset
+            self.close_connection = True
+            return
+        self._reader.deadline = time.monotonic() + REQUEST_DEADLINE_S
+        try:
+            super().handle_one_request()
+        finally:
+            self._reader.deadline = None
 
     def log_message(self, format: str, *args: object) -> None:
         _log.debug("%s " + format, self.address_string(), *args)
@@ -98,10 +211,12 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.headers.get_all("Content-Length") or []
         if not raw:
             return True
-        if len(raw) > 1 or not raw[0].strip().isdigit():
-            self._refuse(400, f"Content-Length {', '.join(raw)!r}: give one whole number of bytes")
+        value = raw[0].strip(" \t")
+        if len(raw) > 1 or not _CONTENT_LENGTH.fullmatch(value):
+            shown = ", ".join(raw)[:40]
+            self._refuse(400, f"Content-Length {shown!r}: give one whole number of bytes, in ASCII digits")
             return False
-        length = int(raw[0])
+        length = int(value)
         if length > MAX_BODY_BYTES:
             self._refuse(413, f"Content-Length {length}: bodies of at most {MAX_BODY_BYTES} bytes")
             return False
@@ -148,7 +263,7 @@ class _Handler(BaseHTTPRequestHandler):
         if (path == "/profiles" or path.startswith("/profiles/")) and not self._authorized():
             return
         if path == "/metrics":
-            encoder, content_type = choose_encoder(self.headers.get("Accept", ""))
+            encoder, content_type = choose_encoder(_readable_accept(self.headers.get("Accept", "")))
             self._send(200, encoder(self.server.registry), content_type)
         elif path == "/healthz":
             ok, reason = self.server.health()
@@ -222,6 +337,17 @@ class _Handler(BaseHTTPRequestHandler):
                     break
                 self.wfile.write(chunk)
                 left -= len(chunk)
+
+
+def _readable_accept(header: str) -> str:
+    """The media ranges of an Accept header whose ``version`` parameter (if any) is digits and dots:
+    prometheus_client's choose_encoder raises on other versions, and echoes the version it takes."""
+    kept = []
+    for media_range in header.split(","):
+        params = (p.strip().split("=", 1) for p in media_range.split(";")[1:] if "=" in p)
+        if all(_VERSION.fullmatch(value) for key, value in params if key == "version"):
+            kept.append(media_range)
+    return ",".join(kept)
 
 
 def make_server(

@@ -8,12 +8,15 @@ with the variable's name and what to put there instead.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from statictrain import envvars
+
+from .files import read_regular
 
 __all__ = ["Identity", "Settings", "SettingsError", "read_token"]
 
@@ -137,16 +140,21 @@ def _label(env: Mapping[str, str], name: str) -> str:
     return env.get(name, "").strip()[:MAX_LABEL_VALUE_CHARS]
 
 
+_INTEGER = re.compile(r"-?[0-9]{1,18}")
+_DECIMAL = re.compile(r"-?([0-9]{1,18}(\.[0-9]{0,18})?|\.[0-9]{1,18})([eE][-+]?[0-9]{1,3})?")
+"""ASCII digits only: int() and float() also take other scripts' digits, "1_0" and "+5"."""
+
+
 def _number(env: Mapping[str, str], name: str, default: _N) -> _N:
     raw = env.get(name, "").strip()
     if not raw:
         return default
     kind = type(default)
-    try:
-        return kind(raw)
-    except ValueError:
-        what = "an integer" if kind is int else "a number"
-        raise SettingsError(f"{name}={raw!r} is not {what}: for example {default}") from None
+    if not (_INTEGER if kind is int else _DECIMAL).fullmatch(raw):
+        what = "a whole number" if kind is int else "a number"
+        shown = raw if len(raw) <= 40 else raw[:40] + "…"
+        raise SettingsError(f"{name}={shown!r} is not {what} in ASCII digits: for example {default}")
+    return kind(raw)
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
@@ -162,12 +170,17 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
 
 MIN_TOKEN_CHARS = 16
 """Shortest profile token accepted (the operator mints 32 random bytes, hex)."""
+MAX_TOKEN_FILE_BYTES = 4096
+"""Largest token file read."""
 
 
 def read_token(path: Path) -> str:
-    """The profile token in ``path`` (surrounding whitespace dropped); SettingsError says what to fix."""
+    """The profile token in ``path`` (surrounding whitespace dropped); SettingsError says what to fix.
+
+    Only a regular file of at most MAX_TOKEN_FILE_BYTES is read (a FIFO is never waited on); symlinks
+    are followed, as a Secret volume's keys are links."""
     try:
-        token = path.read_text().strip()
+        token = read_regular(path, MAX_TOKEN_FILE_BYTES, follow=True).decode().strip()
     except (OSError, UnicodeDecodeError) as e:
         raise SettingsError(f"{envvars.PROFILE_TOKEN_FILE}={path}: cannot read the token: {e}") from None
     if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):

@@ -115,46 +115,68 @@ class TrainingState:
         )
 
 
-class TrainingFeed:
-    """A tailer feeding a TrainingState, safe to refresh from the scrape and the background loop."""
+MALFORMED_LOGGED_FIRST = 10
+"""Malformed channel lines logged one line each; after them, one summary line per MALFORMED_LOG_EVERY_S."""
+MALFORMED_LOG_EVERY_S = 60.0
+_BROKEN = ("not_a_file", "unreadable")
 
-    def __init__(
-        self,
-        tailer: ChannelTailer | None,
-        state: TrainingState,
-        clock: Callable[[], float],
-        on_malformed: Callable[[str], None] | None = None,
-    ) -> None:
+
+class TrainingFeed:
+    """A tailer feeding a TrainingState, safe to refresh from the scrape and the background loop.
+
+    Malformed lines are counted in the state and logged: the first MALFORMED_LOGGED_FIRST one line
+    each, then at most one line per MALFORMED_LOG_EVERY_S with how many were skipped meanwhile. A
+    change of the channel's status (``ChannelTailer.status``) is logged once."""
+
+    def __init__(self, tailer: ChannelTailer | None, state: TrainingState, clock: Callable[[], float]) -> None:
         """``tailer`` None: no channel configured (state stays empty). ``clock``: monotonic seconds."""
         self._tailer = tailer
         self._state = state
         self._clock = clock
-        self._on_malformed = on_malformed
         self._lock = threading.Lock()
-        self._read_errors = 0
+        self._status = "ok"
+        self._malformed_seen = 0
+        self._unlogged = 0
+        self._logged_at = -math.inf
 
     def refresh(self) -> None:
         """Read what the trainer appended since the last refresh."""
         if self._tailer is None:
             return
         with self._lock:
-            try:
-                result = self._tailer.poll()
-            except OSError as e:  # unreadable channel: no new records this time, metrics still served
-                self._read_errors += 1
-                if self._read_errors == 1:
-                    _log.warning(
-                        "cannot read the trainer channel %s: %s (will keep trying)", self._tailer.path, e
-                    )
-                return
+            result = self._tailer.poll()
             now = self._clock()
             for record in result.records:
                 self._state.add(record, now)
             if result.malformed:
                 self._state.add_malformed(len(result.malformed))
-                if self._on_malformed is not None:
-                    for reason in result.malformed:
-                        self._on_malformed(reason)
+                self._log_malformed(result.malformed, now)
+            self._log_status(self._tailer)
+
+    def _log_malformed(self, reasons: list[str], now: float) -> None:
+        for reason in reasons:
+            self._malformed_seen += 1
+            if self._malformed_seen <= MALFORMED_LOGGED_FIRST:
+                _log.warning("skipped malformed channel line #%d: %s", self._malformed_seen, reason)
+                self._logged_at = now
+            else:
+                self._unlogged += 1
+        if self._unlogged and now - self._logged_at >= MALFORMED_LOG_EVERY_S:
+            _log.warning(
+                "skipped %d more malformed channel lines (%d in all; the latest: %s)",
+                self._unlogged,
+                self._malformed_seen,
+                reasons[-1],
+            )
+            self._unlogged, self._logged_at = 0, now
+
+    def _log_status(self, tailer: ChannelTailer) -> None:
+        status = tailer.status
+        if status in _BROKEN and status != self._status:
+            _log.warning("trainer channel %s: %s (will keep trying)", status, tailer.detail)
+        elif status not in _BROKEN and self._status in _BROKEN:
+            _log.info("reading the trainer channel %s again", tailer.path)
+        self._status = status
 
     def snapshot(self) -> TrainingSnapshot:
         """Refresh, then copy the state."""
@@ -163,6 +185,17 @@ class TrainingFeed:
             return self._state.snapshot(self._clock())
 
     @property
+    def status(self) -> str:
+        """The channel's status (``tailer.STATUSES``); "ok" when no channel is configured."""
+        return self._tailer.status if self._tailer is not None else "ok"
+
+    @property
     def configured(self) -> bool:
         """Whether a channel is being tailed."""
         return self._tailer is not None
+
+    def close(self) -> None:
+        """Release the channel file."""
+        if self._tailer is not None:
+            with self._lock:
+                self._tailer.close()

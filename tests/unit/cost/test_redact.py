@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from statictrain.redact import HIDDEN, RedactingFilter, install, redact, safe_url
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 
@@ -100,3 +102,39 @@ def test_prometheus_errors_never_quote_credentials(echoing_prometheus: int) -> N
     message = str(down.value)
     assert "cannot reach Prometheus at http://127.0.0.1:1/" in message
     assert not any(s in message for s in SECRETS) and HIDDEN not in message
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a." * 200_000,  # word boundaries everywhere, scheme characters, no "://"
+        "a-" * 200_000,
+        "http://h/x?token=s3cr3t-token" + ")" * 400_000,  # sentence punctuation after a URL
+        "a1+" * 130_000 + "://h/?token=s3cr3t-token",  # an endless "scheme"
+    ],
+    ids=["dots", "dashes", "trailing-punctuation", "long-scheme"],
+)
+def test_redact_takes_time_linear_in_its_input(text: str) -> None:
+    # #33: 0.38 s on 20 KB of "a." and growing with the square of the length (about 150 s on these
+    # 400 KB); linear, each takes well under a second. The limit only catches a return to quadratic.
+    out = redact(text)
+    assert "s3cr3t-token" not in out
+
+
+def test_a_url_glued_to_a_word_is_still_redacted() -> None:
+    assert "s3cr3t-token" not in redact("see_http://alice:s3cr3t-token@h/")
+    assert "s3cr3t-token" not in redact("x" * 100 + "http://alice:s3cr3t-token@h/")
+
+
+_NOISE = st.text(st.sampled_from("aZ09 .,;:)]}/?#@=&-_+'\"<>\n\t"), max_size=60)
+
+
+@given(before=_NOISE, after=_NOISE, url=st.sampled_from([
+    "http://alice:{s}@h:1/x", "https://h/api?key={s}", "http://h/#{s}", "s3://b/k?X-Amz-Signature={s}",
+]), pair=st.sampled_from(["password={s}", "Authorization: Bearer {s}", "api_key: {s}", "token {s}"]))
+def test_planted_secrets_never_survive_whatever_surrounds_them(before: str, after: str, url: str, pair: str) -> None:
+    secret = "Zq8s3cr3tValue"
+    for planted in (url.format(s=secret), pair.format(s=secret)):
+        out = redact(f"{before} {planted} {after}")
+        assert secret not in out, out

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -102,3 +103,24 @@ def test_readme_lists_the_dcgm_series() -> None:
     for name in DCGM_METRICS:
         assert f"| `{name}` |" in readme
     assert "`DCGM_FI_PROF_GR_ENGINE_ACTIVE` is not exported" in readme
+
+
+@pytest.mark.timeout(30)
+def test_gpu_files_are_read_only_as_small_files_of_the_channel_folder(tmp_path: Path) -> None:
+    # #33: a FIFO blocked the sampler (and the sidecar's start) forever, /dev/zero ate memory, and a
+    # gpus/ folder replaced by a symlink was read wherever it pointed
+    folder = tmp_path / channel.GPUS_DIR
+    folder.mkdir()
+    (folder / "0.json").write_text(channel.encode_gpu(U0, 0))
+    os.mkfifo(folder / "1.json")
+    (folder / "2.json").symlink_to("/dev/zero")
+    (folder / "3.json").write_text(channel.encode_gpu(U1, 3) + " " * (1 << 20))
+    (folder / "4.json").write_text(channel.encode_gpu("GPU-" + "x" * 500, 4))
+    assert published_gpus(tmp_path) == (U0,)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "0.json").write_text(channel.encode_gpu(U1, 0))
+    other = tmp_path / "other-stats"
+    other.mkdir()
+    (other / channel.GPUS_DIR).symlink_to(outside)
+    assert published_gpus(other) == ()

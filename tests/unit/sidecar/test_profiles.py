@@ -41,7 +41,9 @@ def test_request_writes_the_channel_request_file(profiles: Any, tmp_path: Path) 
     assert [(p.id, p.state) for p in profiles.listing()] == [("p1", "requested")]
 
 
-@pytest.mark.parametrize("steps", [None, "", "ten", "0", "-3", "21", "2.5"])
+@pytest.mark.parametrize(
+    "steps", [None, "", "ten", "0", "-3", "21", "2.5", "\u0661\u0662", " 12 ", "+12", "1_2", "\u00b2", "9" * 5000]
+)
 def test_bad_step_counts_are_rejected_with_the_allowed_range(profiles: Any, steps: Any) -> None:
     with pytest.raises(ProfileError, match="1 to 20") as e:
         profiles.request(steps)
@@ -166,3 +168,56 @@ def test_a_capture_in_progress_is_not_yet_captured(profiles: Any, tmp_path: Path
     assert [(p.id, p.state, p.files) for p in profiles.listing()] == [("p5", "capturing", ())]
     (d / ".trace.json.tmp").replace(d / "trace.json")
     assert [(p.id, p.state, p.files) for p in profiles.listing()] == [("p5", "captured", ("trace.json",))]
+
+
+def test_a_symlinked_requests_folder_is_never_written_nor_pruned_through(tmp_path: Path, wall: Any) -> None:
+    # #33: requests/ replaced by a link made the sidecar write its request into the link's target
+    # and delete old profile-*.json files there
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "profile-keep.json").write_text("theirs")
+    os.utime(outside / "profile-keep.json", (0, 0))
+    stats = tmp_path / "stats"
+    stats.mkdir()
+    (stats / REQUESTS_DIR).symlink_to(outside)
+    p = ProfileRequests(stats, max_steps=5, timeout_s=60, max_bytes=0, clock=wall, new_id=lambda: "p2")
+    with pytest.raises(ProfileError, match="symlink") as e:
+        p.request("3")
+    assert e.value.status == 503
+    p.housekeep()
+    assert sorted(f.name for f in outside.iterdir()) == ["profile-keep.json"]
+    assert (outside / "profile-keep.json").read_text() == "theirs"
+
+
+def test_a_capture_nested_deeper_than_the_stack_neither_breaks_listing_nor_housekeeping(
+    profiles: Any, tmp_path: Path
+) -> None:
+    # os.walk recursed once per level: RecursionError out of GET /profiles and every housekeeping round
+    capture(tmp_path, "p1", 10, 100.0)
+    fd = os.open(tmp_path / PROFILES_DIR / "p1", os.O_RDONLY)
+    try:
+        for _ in range(1100):
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    listed = {p.id: p for p in profiles.listing()}
+    assert listed["p1"].files == ("trace.json",)
+    profiles.housekeep()
+
+
+def test_listing_looks_at_a_bounded_number_of_entries_in_all(
+    profiles: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a trainer making folder after folder must not make each listing (and housekeeping round) longer
+    from statictrain_sidecar import profiles as profiles_module  # noqa: PLC0415
+
+    monkeypatch.setattr(profiles_module, "MAX_ENTRIES", 8)
+    for i in range(10):
+        capture(tmp_path, f"c{i}", 1, 100.0 + i)
+        (tmp_path / PROFILES_DIR / f"c{i}" / "more.json").write_text("{}")
+    listed = profiles.listing()
+    assert 1 <= len(listed) <= 3  # each capture costs its folder and its two files
+    assert all(p.files == ("more.json", "trace.json") for p in listed[:-1])

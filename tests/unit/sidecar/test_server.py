@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import select
 import socket
+import struct
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -109,8 +112,19 @@ def test_openmetrics_when_asked(sidecar: Sidecar) -> None:
         assert resp.read().endswith(b"# EOF\n")
 
 
+@pytest.mark.parametrize(
+    "accept",
+    ["application/openmetrics-text; version=abc", "text/plain; version=1.x", "text/plain;version=;q=1"],
+)
+def test_an_accept_header_with_a_bad_version_gets_the_text_format(sidecar: Sidecar, accept: str) -> None:
+    # prometheus_client's choose_encoder raised TypeError on these: no answer at all (found while
+    # writing the property test of the HTTP surface)
+    status, body, ctype = get(sidecar, "/metrics", headers={"Accept": accept})
+    assert status == 200 and ctype.startswith("text/plain; version=0.0.4") and b"statictrain_sidecar_info" in body
+
+
 def test_healthz(sidecar: Sidecar) -> None:
-    assert get(sidecar, "/healthz")[:2] == (200, b"ok\n")
+    assert get(sidecar, "/healthz")[:2] == (200, b"ok (trainer channel: waiting_for_trainer)\n")
 
 
 def test_profile_request_over_http(sidecar: Sidecar, tmp_path: Path) -> None:
@@ -241,3 +255,116 @@ def test_a_silent_connection_is_closed_by_the_server(
     # headers never finished, then a body shorter than its Content-Length: both end in a close
     assert raw(sidecar, b"GET /metrics HTTP/1.1\r\nHost: x\r\n") == b""
     assert raw(sidecar, b"POST /profile HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nabc") == b""
+
+
+def metric(body: bytes, name: str, **labels: str) -> float | None:
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return float(s.value)
+    return None
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        '{"v": 1, "step": 2, "step_seconds": 1, "tokens": 1' + "0" * 400 + "}",
+        '{"v": 1, "step": 2, "step_seconds": 1, "tokens": 1e400}',
+        '{"v": 1, "step": 2, "step_seconds": 1, "rank_seconds": [1' + "0" * 400 + "]}",
+        "[" * 60_000,
+        '{"v": 1, "step": 2, "step_seconds": 1, "tokens": -1000}',
+    ],
+    ids=["huge-int", "infinite", "huge-rank-seconds", "deep-nesting", "negative"],
+)
+def test_one_bad_channel_line_never_stops_the_export_nor_loses_the_records_after_it(
+    sidecar: Sidecar, tmp_path: Path, bad: str
+) -> None:
+    # #33: these lines made every later scrape fail (200 on /healthz all the while), lost the
+    # valid records read with them, or made tokens_total go down
+    with (tmp_path / "steps.jsonl").open("a") as f:
+        f.write(encode(StepRecord(step=1, step_seconds=0.5, tokens=7)) + bad + "\n")
+        f.write(encode(StepRecord(step=3, step_seconds=0.5, tokens=5)))
+    status, body, _ = get(sidecar, "/metrics")
+    assert status == 200
+    assert metric(body, metrics.TRAIN_STEPS_TOTAL) == 2
+    assert metric(body, metrics.TRAIN_TOKENS_TOTAL) == 12
+    assert metric(body, metrics.CHANNEL_MALFORMED_TOTAL) == 1
+    assert metric(body, metrics.TRAIN_STEP) == 3
+    assert metric(body, metrics.CHANNEL_UP, reason="ok") == 1
+    with (tmp_path / "steps.jsonl").open("a") as f:
+        f.write(bad + "\n")
+    status, body, _ = get(sidecar, "/metrics")
+    assert status == 200 and metric(body, metrics.CHANNEL_UP, reason="malformed") == 0
+    assert get(sidecar, "/healthz")[:2] == (200, b"ok (trainer channel: malformed)\n")
+
+
+@pytest.mark.parametrize(
+    "length", [b"\xb2", b"\xb9\xb2", "\u0661\u0662".encode(), b"+3", b"1_2", b"3 3", b"0x3", b"9" * 30]
+)
+def test_content_lengths_are_ascii_digits_only(sidecar: Sidecar, length: bytes) -> None:
+    # #33: a header is read as latin-1, so the byte b'\xb2' is '²': isdigit() let it through and
+    # int() then raised (a traceback, no answer at all); int() also takes '+3' and '1_2'
+    answer = raw(sidecar, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: " + length + b"\r\n\r\nabc")
+    assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 413")), answer[:80]
+    assert get(sidecar, "/healthz")[0] == 200
+
+
+def test_a_lying_content_encoding_changes_nothing(sidecar: Sidecar) -> None:
+    # bodies are read and dropped, never decoded: a "gzip" body that is not gzip is just bytes
+    answer = raw(sidecar, b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: 4\r\n"
+                          b"Connection: close\r\n\r\nnope")
+    assert answer.startswith(b"HTTP/1.1 200") and b"Content-Encoding" not in answer
+
+
+@pytest.mark.timeout(60)
+def test_a_slow_client_is_cut_off_once_its_request_takes_too_long(
+    sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # slowloris (#33): one byte every 0.05 s never hit the per-read timeout, so the connection (and
+    # its thread) was held for as long as the client liked
+    monkeypatch.setattr(server_module, "REQUEST_DEADLINE_S", 1.0)
+    request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + b"X-Slow: " + b"a" * 200 + b"\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", sidecar.port), timeout=30) as conn:
+        sent, closed = 0, False
+        for sent in range(len(request)):  # 10 s in all: the deadline must cut it off long before
+            try:
+                conn.send(request[sent : sent + 1])
+            except OSError:
+                closed = True
+                break
+            readable, _, _ = select.select([conn], [], [], 0.05)
+            if readable:
+                closed = conn.recv(1024) == b"" or True
+                break
+    assert closed and sent < len(request) - 1
+    assert get(sidecar, "/healthz")[0] == 200
+
+
+@pytest.mark.timeout(60)
+def test_connections_beyond_the_cap_are_turned_away_and_service_resumes(
+    sidecar: Sidecar, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cap = server_module.MAX_CONNECTIONS
+    idle = [socket.create_connection(("127.0.0.1", sidecar.port), timeout=30) for _ in range(cap)]
+    try:
+        time.sleep(0.5)  # the server has accepted them all (each holds a slot until it sends or times out)
+        answer = raw(sidecar, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 503") and b"connections" in answer, answer[:80]
+    finally:
+        for c in idle:
+            c.close()
+    for _ in range(100):  # slots come back as the server sees the closes
+        if get(sidecar, "/healthz")[0] == 200:
+            break
+        time.sleep(0.1)
+    assert get(sidecar, "/healthz")[0] == 200
+
+
+def test_a_client_that_resets_leaves_no_traceback(sidecar: Sidecar, capfd: pytest.CaptureFixture[str]) -> None:
+    for _ in range(5):
+        conn = socket.create_connection(("127.0.0.1", sidecar.port), timeout=30)
+        conn.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()  # RST while the server writes the answer
+    assert get(sidecar, "/healthz")[0] == 200
+    assert "Traceback" not in capfd.readouterr().err

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from statictrain import envvars
-from statictrain_sidecar.settings import Identity, Settings, SettingsError
+from statictrain_sidecar.settings import Identity, Settings, SettingsError, read_token
 
 
 def test_defaults_with_an_empty_environment() -> None:
@@ -63,6 +64,13 @@ BAD = [
     ("profile-steps-zero", {envvars.PROFILE_MAX_STEPS: "0"}, envvars.PROFILE_MAX_STEPS),
     ("profile-timeout-negative", {envvars.PROFILE_TIMEOUT_S: "-1"}, envvars.PROFILE_TIMEOUT_S),
     ("profile-bytes-negative", {envvars.PROFILE_MAX_BYTES: "-5"}, envvars.PROFILE_MAX_BYTES),
+    # #33: int() and float() take more than ASCII digits
+    ("port-arabic-indic-digits", {envvars.METRICS_PORT: "\u0669\u0664\u0660\u0660"}, envvars.METRICS_PORT),
+    ("port-underscore", {envvars.METRICS_PORT: "9_400"}, envvars.METRICS_PORT),
+    ("port-plus", {envvars.METRICS_PORT: "+9400"}, envvars.METRICS_PORT),
+    ("interval-underscore", {envvars.SAMPLE_INTERVAL_S: "1_0"}, envvars.SAMPLE_INTERVAL_S),
+    ("interval-arabic-indic", {envvars.SAMPLE_INTERVAL_S: "\u0661"}, envvars.SAMPLE_INTERVAL_S),
+    ("bytes-huge", {envvars.PROFILE_MAX_BYTES: "9" * 5000}, envvars.PROFILE_MAX_BYTES),
 ]
 
 
@@ -70,3 +78,25 @@ BAD = [
 def test_bad_values_name_the_variable(env: Any, variable: Any) -> None:
     with pytest.raises(SettingsError, match=variable):
         Settings.from_env(env)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge"])
+def test_a_token_file_that_is_no_small_file_is_refused_without_hanging(tmp_path: Path, kind: str) -> None:
+    # #33: read_text() blocked forever on a FIFO and read /dev/zero until memory ran out
+    path = tmp_path / "token"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_text("t" * (1 << 20))
+    with pytest.raises(SettingsError, match=envvars.PROFILE_TOKEN_FILE):
+        read_token(path)
+
+
+def test_a_token_behind_a_secret_volumes_symlinks_is_read(tmp_path: Path) -> None:
+    (tmp_path / "..data").mkdir()
+    (tmp_path / "..data" / "token").write_text("0123456789abcdef0123\n")
+    (tmp_path / "token").symlink_to("..data/token")  # how the kubelet mounts a Secret's key
+    assert read_token(tmp_path / "token") == "0123456789abcdef0123"
