@@ -241,9 +241,9 @@ def _row_problems(r: Mapping[str, str | None]) -> list[str]:
             out.append("the charge period must lie inside the billing period")
     for price, cost in UNIT_PRICES:
         p, q, c = r.get(price), r.get("PricingQuantity"), r.get(cost)
-        if p and q and c and not correction and all(NUMERIC.fullmatch(x) for x in (p, q, c)):
-            if Decimal(p) * Decimal(q) != Decimal(c):
-                out.append(f"{price} x PricingQuantity must equal {cost}")
+        numbers = p and q and c and all(NUMERIC.fullmatch(x) for x in (p, q, c))
+        if numbers and not correction and Decimal(str(p)) * Decimal(str(q)) != Decimal(str(c)):
+            out.append(f"{price} x PricingQuantity must equal {cost}")
     return out
 
 
@@ -264,7 +264,7 @@ def validate(text: str) -> list[str]:
         if name not in COLUMNS and not CUSTOM.fullmatch(name):
             problems[f"column {name!r} is not a FOCUS 1.2 column and not a custom x_ column"] = 1
     kinds = ["custom" if n.startswith("x_") else "focus" for n in header]
-    if "custom" in kinds and "focus" in kinds[kinds.index("custom"):]:
+    if "custom" in kinds and "focus" in kinds[kinds.index("custom") :]:
         problems["custom columns must come after all FOCUS columns"] = 1
     for line, values in enumerate(reader, start=2):
         if len(values) != len(header):

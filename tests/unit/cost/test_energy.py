@@ -7,7 +7,10 @@ anywhere.
 
 from __future__ import annotations
 
+import csv
+import itertools
 from decimal import Decimal
+from importlib import resources
 
 import pytest
 from hypothesis import given
@@ -29,7 +32,7 @@ def pod(uid: str = "u1", gpus: int = 2, start: float = 0.0, end: float | None = 
 
 
 def counter_samples(
-    watts: float, t0: float, t1: float, every: float = 5.0, base: float = BASE, stop: float = float("inf")
+    watts: float, t0: float, t1: float, *, every: float = 5.0, base: float = BASE, stop: float = float("inf")
 ) -> list[Sample]:
     """A GPU drawing ``watts`` from ``t0`` until ``stop`` (nothing after), sampled every ``every`` s until ``t1``."""
     n = int((t1 - t0) / every) + 1
@@ -53,7 +56,9 @@ def as_counter(samples: list[Sample], window: Window) -> Counter:
     ],
     ids=["first-sample-is-the-baseline", "continues-from-prev", "one-sample-is-nothing", "no-samples", "reset"],
 )
-def test_a_counter_that_does_not_start_at_zero(prev: float | None, values: list[float], want: float, resets: int) -> None:
+def test_a_counter_that_does_not_start_at_zero(
+    prev: float | None, values: list[float], want: float, resets: int
+) -> None:
     c = Counter(prev, tuple(Sample(float(i), v) for i, v in enumerate(values)))
     got = increase(c, starts_at_zero=False)
     assert (got.value, got.resets) == (want, resets)
@@ -72,7 +77,7 @@ def test_windows_cut_anywhere_add_up_to_the_energy_the_gpus_drew(cuts: list[floa
     }
     bounds = [0.0, *sorted(cuts), 3600.0]
     total = 0.0
-    for lo, hi in zip(bounds, bounds[1:], strict=False):
+    for lo, hi in itertools.pairwise(bounds):
         w = Window(lo, hi)
         usage = {"u1": PodUsage(gpu_energy=[as_counter(s, w) for s in per_gpu.values()])}
         total += allocate(w, [NODE], [pod(start=0.0)], usage).jobs[("ns", "j")].energy_j
@@ -163,9 +168,6 @@ def test_a_bad_intensity_annotation_is_named_and_leaves_the_nodes_carbon_unknown
 
 
 def test_the_shipped_table_has_a_source_and_year_per_row() -> None:
-    import csv
-    from importlib import resources
-
     text = resources.files("statictrain").joinpath("data/grid_intensity.csv").read_text()
     rows = list(csv.DictReader(text.splitlines()))
     assert rows and all(r["source"] and r["year"].isdigit() and 0 < float(r["gco2e_per_kwh"]) < 2000 for r in rows)

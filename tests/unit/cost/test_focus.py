@@ -94,10 +94,16 @@ def test_rows_carry_the_job_the_charge_period_and_what_focus_has_no_column_for()
         "statictrain.io/namespace": "team-a",
         "statictrain.io/team": "nlp",
     }
-    assert (first["SubAccountId"], first["BilledCost"], first["x_IdleGpuCost"]) == ("team-a", "4.100000000000",
-                                                                                  "0.400000000000")
-    assert (first["x_GpuHours"], first["x_Tokens"], first["x_Steps"]) == ("2.000000000000", "2000000.000000000000",
-                                                                          "990.000000000000")
+    assert (first["SubAccountId"], first["BilledCost"], first["x_IdleGpuCost"]) == (
+        "team-a",
+        "4.100000000000",
+        "0.400000000000",
+    )
+    assert (first["x_GpuHours"], first["x_Tokens"], first["x_Steps"]) == (
+        "2.000000000000",
+        "2000000.000000000000",
+        "990.000000000000",
+    )
     assert (first["x_GpuEnergyKWh"], first["x_CarbonKgCO2e"]) == ("1.000000000000", "0.380000000000")
     assert first["x_UsdPer1MTokens"] == "2.050000000000"
     idle = [r for r in rows if r["ResourceType"] == "Kubernetes Node"]

@@ -32,7 +32,9 @@ def z(t: datetime) -> str:
     return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def hourly(resource: str, usd: Decimal, hours: int = 3, currency: str = "USD", category: str = "Usage") -> list[list[str]]:
+def hourly(
+    resource: str, usd: Decimal, hours: int = 3, currency: str = "USD", category: str = "Usage"
+) -> list[list[str]]:
     return [
         [z(START), z(START + timedelta(days=31)), z(START + timedelta(hours=h)), z(START + timedelta(hours=h + 1)),
          category, "Usage-Based", "Standard", resource, f"{usd}", f"{usd}", "1", "Hour", currency, "Amazon EC2"]
@@ -97,7 +99,7 @@ def test_every_row_is_counted_in_one_kind_and_every_kind_is_listed() -> None:
 
 
 def test_unknown_columns_are_named_and_the_rows_still_read() -> None:
-    rows = [r + ["x"] for r in hourly(next(iter(PRICES)), Decimal(1))]
+    rows = [[*r, "x"] for r in hourly(next(iter(PRICES)), Decimal(1))]
     rec = reconcile(read_bill(bill_text(rows, [*HEADER, "lineItem/UsageType"])), report())  # type: ignore[arg-type]
     assert rec.counts["matched"] == 3
     assert "columns that are not FOCUS columns (not read): lineItem/UsageType" in to_text(rec)
@@ -136,7 +138,6 @@ def test_cli_reads_the_bill_and_says_what_is_wrong_in_one_line(tmp_path: Path) -
     good = tmp_path / "good.csv"
     good.write_text(planted())
     err = io.StringIO()
-    args = build_parser().parse_args(
-        ["report", "--reconcile", str(good), "--prometheus-url", "http://127.0.0.1:9", "--no-progress", "--timeout", "2"]
-    )
+    argv = ["report", "--reconcile", str(good), "--prometheus-url", "http://127.0.0.1:9", "--no-progress"]
+    args = build_parser().parse_args([*argv, "--timeout", "2"])
     assert run_report(args, stderr=err) == 1 and err.getvalue().count("\n") <= 2 and "error:" in err.getvalue()

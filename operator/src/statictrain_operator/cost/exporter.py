@@ -133,7 +133,11 @@ class CostMetrics:
                 c[metrics.JOB_STEPS_TOTAL][lv] += job.executed_steps
                 c[metrics.JOB_GPU_ENERGY_JOULES_TOTAL][lv] += job.energy_j
                 c[metrics.JOB_CARBON_GRAMS_TOTAL][lv] += job.carbon_g
-            node_metrics = (metrics.NODE_COST_USD_TOTAL, metrics.NODE_IDLE_COST_USD_TOTAL, metrics.NODE_ALLOCATED_COST_USD_TOTAL)
+            node_metrics = (
+                metrics.NODE_COST_USD_TOTAL,
+                metrics.NODE_IDLE_COST_USD_TOTAL,
+                metrics.NODE_ALLOCATED_COST_USD_TOTAL,
+            )
             if node_totals is not None:
                 for m in node_metrics:
                     self._counters[m].clear()

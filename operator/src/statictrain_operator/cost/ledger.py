@@ -2,7 +2,8 @@
 cost state that survives operator restarts.
 
 :class:`CostState` is kept in a ConfigMap (``STATICTRAIN_COST_STATE_CONFIGMAP``): how far nodes are
-accounted and each node's cost, idle and allocated (its pods') totals. A restarted operator resumes node accounting where
+accounted and each node's cost, idle and allocated (its pods')
+totals. A restarted operator resumes node accounting where
 it says and exports the same totals, so node counters neither reset nor lose a window.
 
 :class:`Ledger` (in memory) holds pods and nodes seen by earlier runs until their cost is accounted.

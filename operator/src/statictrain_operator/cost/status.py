@@ -6,11 +6,11 @@ string), ``steps`` (progress, rounded for display), ``progressSteps``,
 ranks, so progress can be a half step; lost steps compare the unrounded ones), ``steadyUSD``/``steadySteps`` (the cost
 per step that prices lost work) and ``stepMark`` (the job's step at ``updated``,
 where the next window starts). ``projectedUSD``, ``projectedBasis`` and
-``steadyUSDPerStep`` are the cost to finish (cost.projection). ``gpuEnergyKWh`` and
-``carbonKgCO2e`` are the GPU energy and its carbon so far (decimal strings; see
+``steadyUSDPerStep`` are the cost to finish (cost.projection).
+``gpuEnergyKWh`` and ``carbonKgCO2e`` are the GPU energy and its carbon so far (decimal strings; see
 statictrain.cost). ``readable`` holds the money people read in ``kubectl get stj``
-(three significant digits, ``$``); the decimal strings beside it are the figures. Tokens of a status written before they existed
-are recovered from ``usd`` and ``usdPer1MTokens``.
+(three significant digits, ``$``); the decimal strings beside it are the figures. Tokens
+of a status written before they existed are recovered from ``usd`` and ``usdPer1MTokens``.
 """
 
 from __future__ import annotations
@@ -134,8 +134,8 @@ def accumulate(
         "progressSteps": _count(t.steps),
         "stepsExecuted": _count(t.executed_steps),
         "lostSteps": _count(t.lost_steps),
-        "gpuEnergyKWh": format_usd(kwh, quantum=FINE),
-        "carbonKgCO2e": format_usd(carbon_kg, quantum=FINE),
+        "gpuEnergyKWh": format_usd(kwh, quantum=TOTAL),  # running totals: at 1e-9 each window's rounding adds up
+        "carbonKgCO2e": format_usd(carbon_kg, quantum=TOTAL),
         "steadyUSD": format_usd(t.steady_usd, quantum=TOTAL),
         "steadySteps": _count(t.steady_steps),
         "stepMark": _count(mark) if mark is not None else "",

@@ -128,19 +128,23 @@ def _job_row(report: Report, key: tuple[str, str], period: tuple[str, str], f: M
 
 def _idle_row(report: Report, node: str, period: tuple[str, str], idle: float) -> Row:
     name, category, subcategory = IDLE_SERVICE
-    return _common(report, period, idle) | {
-        "ChargeDescription": f"Capacity of node {node} that no pod was allocated (GPUs, CPU, memory)",
-        "PricingUnit": "Nodes",
-        "ResourceId": node,
-        "ResourceName": node,
-        "ResourceType": "Kubernetes Node",
-        "ServiceCategory": category,
-        "ServiceName": name,
-        "ServiceSubcategory": subcategory,
-        "SubAccountId": None,
-        "SubAccountName": None,
-        "Tags": _tags({f"{TAG_PREFIX}node": node, f"{TAG_PREFIX}allocation": "idle"}),
-    } | dict.fromkeys(CUSTOM_COLUMNS)
+    return (
+        _common(report, period, idle)
+        | {
+            "ChargeDescription": f"Capacity of node {node} that no pod was allocated (GPUs, CPU, memory)",
+            "PricingUnit": "Nodes",
+            "ResourceId": node,
+            "ResourceName": node,
+            "ResourceType": "Kubernetes Node",
+            "ServiceCategory": category,
+            "ServiceName": name,
+            "ServiceSubcategory": subcategory,
+            "SubAccountId": None,
+            "SubAccountName": None,
+            "Tags": _tags({f"{TAG_PREFIX}node": node, f"{TAG_PREFIX}allocation": "idle"}),
+        }
+        | dict.fromkeys(CUSTOM_COLUMNS)
+    )
 
 
 def focus_rows(report: Report) -> list[Row]:

@@ -39,18 +39,22 @@ TOLERANCE = Decimal("0.01")
 CURRENCY = "USD"
 KINDS = ("matched", "unknown resource", "no resource", "other currency", "malformed")
 FOCUS_COLUMNS = frozenset(
-    """AvailabilityZone BilledCost BillingAccountId BillingAccountName BillingAccountType BillingCurrency
-    BillingPeriodEnd BillingPeriodStart CapacityReservationId CapacityReservationStatus ChargeCategory ChargeClass
-    ChargeDescription ChargeFrequency ChargePeriodEnd ChargePeriodStart ChargeSubcategory ChargeType
-    CommitmentDiscountCategory CommitmentDiscountId CommitmentDiscountName CommitmentDiscountQuantity
-    CommitmentDiscountStatus CommitmentDiscountType CommitmentDiscountUnit ConsumedQuantity ConsumedUnit
-    ContractedCost ContractedUnitPrice EffectiveCost InvoiceId InvoiceIssuerName ListCost ListUnitPrice
-    PricingCategory PricingCurrency PricingCurrencyContractedUnitPrice PricingCurrencyEffectiveCost
-    PricingCurrencyListUnitPrice PricingQuantity PricingUnit ProviderName PublisherName RegionId RegionName
-    ResourceId ResourceName ResourceType ServiceCategory ServiceName ServiceSubcategory SkuId SkuMeter
-    SkuPriceDetails SkuPriceId SubAccountId SubAccountName SubAccountType Tags""".split()
-)
-"""Column IDs of FOCUS 1.0-1.2 (ChargeSubcategory and ChargeType: 1.0's, since renamed)."""
+    {
+        "AvailabilityZone", "BilledCost", "BillingAccountId", "BillingAccountName", "BillingAccountType",
+        "BillingCurrency", "BillingPeriodEnd", "BillingPeriodStart", "CapacityReservationId",
+        "CapacityReservationStatus", "ChargeCategory", "ChargeClass", "ChargeDescription", "ChargeFrequency",
+        "ChargePeriodEnd", "ChargePeriodStart", "CommitmentDiscountCategory", "CommitmentDiscountId",
+        "CommitmentDiscountName", "CommitmentDiscountQuantity", "CommitmentDiscountStatus", "CommitmentDiscountType",
+        "CommitmentDiscountUnit", "ConsumedQuantity", "ConsumedUnit", "ContractedCost", "ContractedUnitPrice",
+        "EffectiveCost", "InvoiceId", "InvoiceIssuerName", "ListCost", "ListUnitPrice", "PricingCategory",
+        "PricingCurrency", "PricingCurrencyContractedUnitPrice", "PricingCurrencyEffectiveCost",
+        "PricingCurrencyListUnitPrice", "PricingQuantity", "PricingUnit", "ProviderName", "PublisherName", "RegionId",
+        "RegionName", "ResourceId", "ResourceName", "ResourceType", "ServiceCategory", "ServiceName",
+        "ServiceSubcategory", "SkuId", "SkuMeter", "SkuPriceDetails", "SkuPriceId", "SubAccountId", "SubAccountName",
+        "SubAccountType", "Tags",
+    }
+)  # fmt: skip
+"""Column IDs of FOCUS 1.0, 1.1 and 1.2."""
 NUMERIC = re.compile(r"-?(\d+(\.\d+)?|\.\d+)(E-?\d+)?")
 
 
@@ -246,8 +250,10 @@ def to_text(rec: Reconciliation) -> str:
     lines += ["", f"bill rows: {total} read = {kinds}"]
     for kind, names in rec.listed.items():
         for name, (n, cost) in sorted(names.items()):
-            money = f"{cost:f} {name} (not compared: the report is in {CURRENCY})" if kind == "other currency" else (
-                f"{cost:f} {CURRENCY}"
+            money = (
+                f"{cost:f} {name} (not compared: the report is in {CURRENCY})"
+                if kind == "other currency"
+                else (f"{cost:f} {CURRENCY}")
             )
             lines.append(f"  {kind}: {name}: {n} rows, billed {money}")
     for line, what in rec.malformed:
@@ -255,4 +261,3 @@ def to_text(rec: Reconciliation) -> str:
     if rec.unknown_columns:
         lines.append(f"columns that are not FOCUS columns (not read): {', '.join(rec.unknown_columns)}")
     return "\n".join(lines) + "\n"
-

@@ -9,10 +9,9 @@ from __future__ import annotations
 import csv
 import io
 import json
-from typing import Any
-
 import math
 from decimal import Decimal
+from typing import Any
 
 from statictrain.cost import JOULES_PER_KWH
 from statictrain.money import readable, readable_usd
