@@ -14,6 +14,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from statictrain.cost import Sample
 from statictrain_operator.cli import build_parser, run_report
 from statictrain_operator.prom import Series
@@ -141,3 +143,23 @@ def test_cli_reads_the_bill_and_says_what_is_wrong_in_one_line(tmp_path: Path) -
     argv = ["report", "--reconcile", str(good), "--prometheus-url", "http://127.0.0.1:9", "--no-progress"]
     args = build_parser().parse_args([*argv, "--timeout", "2"])
     assert run_report(args, stderr=err) == 1 and err.getvalue().count("\n") <= 2 and "error:" in err.getvalue()
+
+
+FIELD = st.one_of(
+    st.sampled_from(["", "USD", "EUR", "Usage", "Tax", "1.5", "-0.25", "1e3", "NaN", "2026-03-01T01:00:00Z",
+                     "2026-03-01T00:00:00Z", "2026-13-01T00:00:00Z", "gpu-l4-0", "arn:x/gpu-l4-0", "\x00", "\""]),
+    st.text(max_size=12),
+)  # fmt: skip
+
+
+@given(st.lists(st.lists(FIELD, min_size=0, max_size=len(HEADER) + 2), max_size=30))
+def test_hostile_bills_are_read_or_refused_with_a_message_and_every_row_is_counted(rows: list[list[str]]) -> None:
+    text = bill_text(rows)
+    try:
+        bill = read_bill(text)
+    except ValueError as e:
+        assert str(e) and "\n" not in str(e)
+        return
+    rec = reconcile(bill, report())  # type: ignore[arg-type]
+    assert sum(rec.counts.values()) == len(list(csv.reader(io.StringIO(text, newline="")))) - 1
+    assert to_text(rec).endswith("\n")

@@ -92,7 +92,13 @@ class Bill:
 def read_bill(text: str) -> Bill:
     """Parse a FOCUS bill; ValueError (what to fix) when it has no header, misses a column needed here, or has
     no readable row."""
-    reader = csv.DictReader(io.StringIO(text))
+    try:
+        return _read(csv.DictReader(io.StringIO(text, newline="")))
+    except csv.Error as e:
+        raise ValueError(f"the bill is not a readable CSV file ({e})") from None
+
+
+def _read(reader: csv.DictReader[str]) -> Bill:
     header = reader.fieldnames or []
     missing = [c for c in REQUIRED if c not in header]
     if missing:
