@@ -19,12 +19,14 @@ from hypothesis import strategies as st
 from statictrain.cost import Sample
 from statictrain_operator.cli import build_parser, run_report
 from statictrain_operator.prom import Series
-from statictrain_operator.report.model import ReportWindow, build_report
+from statictrain_operator.report.model import Report, ReportWindow, build_report
 from statictrain_operator.report.reconcile import read_bill, reconcile, to_text
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 W = ReportWindow(START, START + timedelta(hours=3), buckets=1)
 PRICES = {"ip-10-0-1-7.ec2.internal": Decimal("98.32"), "gpu-l4-0": Decimal("0.8048")}
+IDS = {"ip-10-0-1-7.ec2.internal": "aws:///us-east-1a/i-0abc123"}
+"""The first node's spec.providerID, as the operator's node price gauge carries it."""
 HEADER = ["BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory",
           "ChargeFrequency", "PricingCategory", "ResourceId", "BilledCost", "EffectiveCost", "ConsumedQuantity",
           "ConsumedUnit", "BillingCurrency", "ServiceName"]  # fmt: skip
@@ -50,7 +52,7 @@ def bill_text(rows: list[list[str]], header: list[str] = HEADER) -> str:
     return out.getvalue()
 
 
-def report() -> object:
+def report() -> Report:
     """statictrain's view of the 3 h: both nodes priced as PRICES; on the first, jobs 60 %, idle 40 %."""
 
     def c(total: float, labels: dict[str, str]) -> Series:
@@ -67,7 +69,7 @@ def report() -> object:
 
 def planted() -> str:
     big, small = PRICES
-    rows = hourly(f"arn:aws:ec2:us-east-1:123456789012:instance/{big}", PRICES[big])
+    rows = hourly("arn:aws:ec2:us-east-1:123456789012:instance/i-0abc123", PRICES[big])  # the node's instance
     rows += hourly(small, PRICES[small] * Decimal("1.05"))  # 5 % more than statictrain priced it
     rows += hourly("vol-0abc", Decimal("0.01"), hours=2)  # an EBS volume: no node of statictrain's
     rows += hourly("", Decimal("12.5"), hours=1, category="Tax")
@@ -77,11 +79,11 @@ def planted() -> str:
 
 
 def test_a_planted_5_percent_discrepancy_is_explained_to_the_node() -> None:
-    rec = reconcile(read_bill(planted()), report())  # type: ignore[arg-type]
+    rec = reconcile(read_bill(planted()), report(), IDS)
     lines = {n.node: n for n in rec.nodes}
     big, small = PRICES
-    assert lines[big].billed == PRICES[big] * 3 and abs(lines[big].relative or 1) < Decimal("1e-12")
-    assert abs((lines[small].relative or 0) - Decimal("0.05")) < Decimal("1e-9")
+    assert lines[big].billed == PRICES[big] * 3 and abs(lines[big].relative or Decimal(1)) < Decimal("1e-12")
+    assert abs((lines[small].relative or Decimal(0)) - Decimal("0.05")) < Decimal("1e-9")
     text = to_text(rec)
     off = text[text.index("off by more than") :]
     assert f"{small}: billed 5.00 % more than allocated" in off and big not in off.split("bill rows")[0]
@@ -89,7 +91,7 @@ def test_a_planted_5_percent_discrepancy_is_explained_to_the_node() -> None:
 
 
 def test_every_row_is_counted_in_one_kind_and_every_kind_is_listed() -> None:
-    rec = reconcile(read_bill(planted()), report())  # type: ignore[arg-type]
+    rec = reconcile(read_bill(planted()), report(), IDS)
     assert rec.counts == {"matched": 6, "unknown resource": 2, "no resource": 1, "other currency": 1, "malformed": 1}
     assert sum(rec.counts.values()) == len(planted().splitlines()) - 1
     text = to_text(rec)
@@ -102,14 +104,14 @@ def test_every_row_is_counted_in_one_kind_and_every_kind_is_listed() -> None:
 
 def test_unknown_columns_are_named_and_the_rows_still_read() -> None:
     rows = [[*r, "x"] for r in hourly(next(iter(PRICES)), Decimal(1))]
-    rec = reconcile(read_bill(bill_text(rows, [*HEADER, "lineItem/UsageType"])), report())  # type: ignore[arg-type]
+    rec = reconcile(read_bill(bill_text(rows, [*HEADER, "lineItem/UsageType"])), report())
     assert rec.counts["matched"] == 3
     assert "columns that are not FOCUS columns (not read): lineItem/UsageType" in to_text(rec)
 
 
 def test_a_node_that_is_not_on_the_bill_is_said_so() -> None:
     big = next(iter(PRICES))
-    rec = reconcile(read_bill(bill_text(hourly(big, PRICES[big]))), report())  # type: ignore[arg-type]
+    rec = reconcile(read_bill(bill_text(hourly(big, PRICES[big]))), report())
     assert "gpu-l4-0: allocated $2.41 but not on the bill" in to_text(rec)
 
 
@@ -160,6 +162,12 @@ def test_hostile_bills_are_read_or_refused_with_a_message_and_every_row_is_count
     except ValueError as e:
         assert str(e) and "\n" not in str(e)
         return
-    rec = reconcile(bill, report())  # type: ignore[arg-type]
+    rec = reconcile(bill, report())
     assert sum(rec.counts.values()) == len(list(csv.reader(io.StringIO(text, newline="")))) - 1
     assert to_text(rec).endswith("\n")
+
+
+def test_without_the_provider_id_the_instance_rows_are_an_unknown_resource_not_a_node() -> None:
+    rec = reconcile(read_bill(planted()), report())
+    assert rec.counts["unknown resource"] == 5
+    assert "arn:aws:ec2:us-east-1:123456789012:instance/i-0abc123: 3 rows" in to_text(rec)

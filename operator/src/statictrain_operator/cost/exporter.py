@@ -168,11 +168,14 @@ class CostMetrics:
             else:
                 self._projected[lv] = projected
 
-    def set_node_hourly(self, node: str, instance_type: str, capacity_type: str, source: str, usd: float) -> None:
+    def set_node_hourly(
+        self, node: str, instance_type: str, capacity_type: str, source: str, usd: float, *, provider_id: str = ""
+    ) -> None:
+        """The node's price; ``provider_id`` (its spec.providerID) lets a bill's resource IDs find the node."""
         with self._lock:
             for key in [k for k in self._hourly if k[0] == node]:
                 del self._hourly[key]
-            self._hourly[(node, instance_type, capacity_type, source)] = usd
+            self._hourly[(node, instance_type, capacity_type, source, provider_id)] = usd
 
     def value(self, metric: str, label_values: LabelValues) -> float:
         with self._lock:
@@ -219,7 +222,7 @@ class CostMetrics:
         g = GaugeMetricFamily(
             metrics.NODE_HOURLY_COST_USD,
             "Hourly price of the node",
-            labels=["node", "instance_type", "capacity_type", "price_source"],
+            labels=["node", "instance_type", "capacity_type", "price_source", "provider_id"],
         )
         for lv, v in sorted(hourly.items()):
             g.add_metric(list(lv), v)

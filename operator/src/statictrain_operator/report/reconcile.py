@@ -1,9 +1,10 @@
 """Reconcile a cloud provider's FOCUS bill with what statictrain allocated (pure): per node, billed vs jobs + idle.
 
-The bill is a FOCUS (1.0-1.2) cost and usage CSV. A row is a node's when its ``ResourceId`` is the node's name,
-or ends with ``/<node name>`` (an ARN or a resource path); its ``BilledCost`` counts for that node over its
-charge period. Every row is counted in exactly one kind, and every kind but ``matched`` is listed with its
-totals: nothing is dropped silently.
+The bill is a FOCUS (1.0-1.2) cost and usage CSV. A row is a node's when its ``ResourceId``, or its last
+``/`` part (an ARN, an Azure resource path), is the node's name or the last part of the node's
+``spec.providerID`` (``aws:///us-east-1a/i-0abc`` -> ``i-0abc``), letter case aside; its ``BilledCost``
+counts for that node over its charge period. Every row is counted in exactly one kind, and every kind but
+``matched`` is listed with its totals: nothing is dropped silently.
 
 * ``matched``: a node statictrain accounted in the period;
 * ``unknown resource``: a ResourceId that is no node statictrain saw (another service, a node it never
@@ -23,15 +24,30 @@ import csv
 import io
 import re
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
+from statictrain import metrics
 from statictrain.money import readable_usd
+from statictrain.promql import range_duration, selector
 
 from statictrain_operator.report.model import Report, fmt_time
 
-__all__ = ["KINDS", "REQUIRED", "TOLERANCE", "Bill", "NodeLine", "Reconciliation", "read_bill", "reconcile", "to_text"]
+__all__ = [
+    "KINDS",
+    "REQUIRED",
+    "TOLERANCE",
+    "Bill",
+    "NodeLine",
+    "Reconciliation",
+    "aliases",
+    "provider_ids_query",
+    "read_bill",
+    "reconcile",
+    "to_text",
+]
 
 REQUIRED = ("BilledCost", "BillingCurrency", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd", "ResourceId")
 TOLERANCE = Decimal("0.01")
@@ -56,6 +72,11 @@ FOCUS_COLUMNS = frozenset(
 )  # fmt: skip
 """Column IDs of FOCUS 1.0, 1.1 and 1.2."""
 NUMERIC = re.compile(r"-?(\d+(\.\d+)?|\.\d+)(E-?\d+)?")
+
+
+def provider_ids_query(window_s: float) -> str:
+    """PromQL for the node price gauge over the window, whose ``provider_id`` label names each node's instance."""
+    return f"last_over_time({selector(metrics.NODE_HOURLY_COST_USD)}[{range_duration(max(window_s, 1.0))}])"
 
 
 def _time(text: str) -> datetime | None:
@@ -167,16 +188,24 @@ def _hours(periods: list[tuple[datetime, datetime]]) -> Decimal:
     return Decimal(repr(total)) / 3600
 
 
-def _node_of(resource: str, nodes: set[str]) -> str | None:
-    if resource in nodes:
-        return resource
-    tail = resource.rsplit("/", 1)[-1]
-    return tail if tail in nodes else None
+def _tail(text: str) -> str:
+    return text.rstrip("/").rsplit("/", 1)[-1].lower()
 
 
-def reconcile(bill: Bill, report: Report, tolerance: Decimal = TOLERANCE) -> Reconciliation:
-    """Billed vs allocated per node over the report's window (the bill's period)."""
-    seen = set(report.nodes)
+def aliases(nodes: Iterable[str], provider_ids: Mapping[str, str]) -> dict[str, str]:
+    """What a bill's resource ID may call each node -> the node: its name, its provider ID's last part."""
+    nodes = set(nodes)
+    out = {n.lower(): n for n in nodes}
+    out |= {_tail(pid): node for node, pid in provider_ids.items() if pid and node in nodes}
+    return out
+
+
+def reconcile(
+    bill: Bill, report: Report, provider_ids: Mapping[str, str] | None = None, tolerance: Decimal = TOLERANCE
+) -> Reconciliation:
+    """Billed vs allocated per node over the report's window (the bill's period); ``provider_ids``: node ->
+    its spec.providerID, as the operator's node price gauge carries it."""
+    known = aliases(report.nodes, provider_ids or {})
     billed: dict[str, Decimal] = defaultdict(Decimal)
     periods: dict[str, list[tuple[datetime, datetime]]] = defaultdict(list)
     counts = dict.fromkeys(KINDS, 0)
@@ -189,7 +218,7 @@ def reconcile(bill: Bill, report: Report, tolerance: Decimal = TOLERANCE) -> Rec
         counts[kind] += 1
 
     for r in bill.rows:
-        node = _node_of(r.resource, seen) if r.resource else None
+        node = (known.get(r.resource.lower()) or known.get(_tail(r.resource))) if r.resource else None
         if r.currency != CURRENCY:
             note("other currency", r.currency or "(none)", r.cost)
         elif not r.resource:
