@@ -128,6 +128,13 @@ def test_a_report_from_statuses_exports_the_jobs_own_labels_as_tags() -> None:
     assert json.loads(row["Tags"])["cost-center"] == "4711" and row["x_GpuEnergyKWh"] == "0.250000000000"
 
 
+def test_a_filtered_export_has_the_selected_jobs_and_no_idle_rows() -> None:
+    jobs, nodes = cluster()
+    team_b = {f: [s for s in series if s.labels["namespace"] == "team-b"] for f, series in jobs.items()}  # as fetched
+    rows = rows_of(to_focus(build_report(W, "job", team_b, nodes, filters={"namespace": ["team-b"]})))
+    assert {r["ResourceId"] for r in rows} == {"team-b/c"}
+
+
 def test_charge_periods_must_be_whole_seconds() -> None:
     odd = ReportWindow(START, datetime(2026, 3, 1, 0, 1, 55, tzinfo=UTC), buckets=24)
     jobs, nodes = cluster()

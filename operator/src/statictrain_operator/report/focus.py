@@ -1,8 +1,8 @@
 """A report as a FOCUS dataset: FinOps Open Cost and Usage Specification 1.2, cost and usage rows (CSV).
 
 One row per job and charge period (a report bucket) with what the job's pods were allocated, and one row
-per node and charge period with the node's unallocated (idle) cost, so that, unfiltered, the rows add up
-to the nodes' cost. statictrain is the provider, publisher and invoice issuer of this dataset (an internal
+per node and charge period with the node's unallocated (idle) cost (unfiltered reports only), so that the
+rows add up to the nodes' cost. statictrain is the provider, publisher and invoice issuer of this dataset (an internal
 chargeback of the cluster): BilledCost = EffectiveCost = ContractedCost = ListCost = the allocated cost
 (no discounts, commitments or price list of its own). Namespaces are sub accounts; a job
 (``namespace/name``) or a node is the resource. Tags hold the job's namespace, name, commit and team under
@@ -150,7 +150,8 @@ def _idle_row(report: Report, node: str, period: tuple[str, str], idle: float) -
 def focus_rows(report: Report) -> list[Row]:
     """Job rows then idle rows, per charge period in time order; ValueError when buckets are not whole seconds.
 
-    A job or node with nothing in a period (no cost, energy, tokens or steps) has no row there."""
+    A job or node with nothing in a period (no cost, energy, tokens or steps) has no row there. A filtered
+    report (``--namespace`` ...) has no idle rows: unallocated capacity is the cluster's, not the selection's."""
     periods = _charge_periods(report)
     out: list[Row] = []
     for i, period in enumerate(periods):
@@ -161,7 +162,7 @@ def focus_rows(report: Report) -> list[Row]:
                   "carbon_g")}  # fmt: skip
             if any(f.values()):
                 out.append(_job_row(report, key, period, f))
-        for node, fields in report.nodes.items():
+        for node, fields in report.nodes.items() if not any(report.filters.values()) else ():
             idle = fields.get("node_idle_usd", [0.0] * len(periods))[i]
             if idle > 0:
                 out.append(_idle_row(report, node, period, idle))
