@@ -16,7 +16,7 @@ from itertools import accumulate
 from statictrain.cost import JOULES_PER_KWH
 from statictrain.money import readable, to_decimal
 
-from statictrain_operator.report.model import Report, fmt_time, money
+from statictrain_operator.report.model import Report, fmt_time
 from statictrain_operator.report.summary import sentences
 from statictrain_operator.report.svg import PALETTE, WIDTH, hbars, lines_over_time, stacked_columns
 from statictrain_operator.report.text import COLUMNS, _key_names, _summary, row_values, usd_for_people
@@ -65,12 +65,12 @@ def _idle_chart(report: Report) -> str:
         w = (WIDTH - 2 * pad) * v / total
         out.append(
             f'<rect class="mark" x="{x:.2f}" y="10" width="{w:.2f}" height="30" fill="{color}">'
-            f"<title>{label}: {money(v)} USD</title></rect>"
+            f"<title>{label}: {usd_for_people(v)}</title></rect>"
         )
         out.append(
             f'<rect x="{pad}" y="{66 + 18 * i}" width="10" height="10" fill="{color}"/>'
             f'<text x="{pad + 15}" y="{75 + 18 * i}" font-size="12">{label} {100 * v / total:.1f}% '
-            f"({money(v, 2)} USD)</text>"
+            f"({usd_for_people(v)})</text>"
         )
         x += w
     for pct in (0, 25, 50, 75, 100):
