@@ -357,7 +357,7 @@ class Scenario:
         stall_after: int = -1,
         stall_s: float = 0.0,
         gap: tuple[float, float] = (0, 0),
-        start_in: float = 2.5,
+        start_in: float = 6.5,
         gpus: int = 1,
     ) -> Proc:
         port = free_port()
@@ -633,7 +633,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     uid["d"] = sc.pod(ns_b, "job-d-prep-0", "job-d", "c2", cpu_node, gpus=0, cpu="4", mem="8Gi")
     pe = sc.launch(prom, ns=ns_a, pod="job-e-worker-0", uid=uid["e"], job="job-e", commit="c1", steps=300)
     pa = sc.launch(prom, ns=ns_a, pod="job-a-worker-0", uid=uid["a"], job="job-a", commit="c1", steps=1000, gpus=2)
-    start_b = 2.5  # Prometheus finds a new target within ~1.1 s (file_sd refresh 1 s, scrapes every 100 ms)
+    start_b = 6.5  # a new target is scraped within ~5.2 s (Prometheus hands discovered targets on every 5 s)
     b0 = time.time() + start_b  # job B starts: its stall runs from b0 + 24 s to b0 + 44 s
     pb0 = sc.launch(
         prom,

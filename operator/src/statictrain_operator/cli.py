@@ -27,7 +27,7 @@ from statictrain_operator.report.focus import to_focus
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, Report, ReportWindow, build_report, parse_utc
 from statictrain_operator.report.progress import ProgressBar
-from statictrain_operator.report.reconcile import provider_ids_query, read_bill, reconcile
+from statictrain_operator.report.reconcile import SETTLE_S, provider_ids_query, read_bill, reconcile
 from statictrain_operator.report.reconcile import to_text as reconciliation_text
 from statictrain_operator.report.status import status_report
 from statictrain_operator.report.text import to_csv, to_json, to_table
@@ -165,11 +165,11 @@ def run_reconcile(args: argparse.Namespace, err: TextIO) -> int:
     start, end = bill.period
     bar = ProgressBar(err, enabled=not args.no_progress)
     try:
-        window = ReportWindow(start, end, buckets=1)
+        window = ReportWindow(start, end + timedelta(seconds=SETTLE_S), buckets=1)
         prom = HttpPrometheus(args.prometheus_url, args.timeout)
         job_series, node_series = fetch(prom, window, None, bar)
         report = build_report(window, "job", job_series, node_series)
-        gauges = prom.query(provider_ids_query((end - start).total_seconds()), window.eval_end)
+        gauges = prom.query(provider_ids_query((window.end - start).total_seconds()), window.eval_end)
     except (ValueError, PrometheusUnavailableError, PrometheusQueryError) as e:
         print(f"\nerror: {e}", file=err)
         return 1

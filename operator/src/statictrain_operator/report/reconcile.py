@@ -38,6 +38,7 @@ from statictrain_operator.report.model import Report, fmt_time
 __all__ = [
     "KINDS",
     "REQUIRED",
+    "SETTLE_S",
     "TOLERANCE",
     "Bill",
     "NodeLine",
@@ -50,6 +51,10 @@ __all__ = [
 ]
 
 REQUIRED = ("BilledCost", "BillingCurrency", "ChargeCategory", "ChargePeriodStart", "ChargePeriodEnd", "ResourceId")
+SETTLE_S = 60.0
+"""statictrain's figures for time up to the bill's end are read this much later: the operator publishes a window's
+counters after it (every 30 s by default), so read at the end itself they would lack the last window. Bound:
+at most this many seconds of node cost after the bill's end are counted too (1e-5 of a monthly bill)."""
 TOLERANCE = Decimal("0.01")
 """Relative difference between billed and allocated above which a node is explained."""
 CURRENCY = "USD"
@@ -269,7 +274,8 @@ def to_text(rec: Reconciliation) -> str:
     ]  # fmt: skip
     widths = [max(len(x) for x in col) for col in zip(head, *body, strict=True)]
     lines = [
-        f"bill vs statictrain's allocation, [{fmt_time(rec.period[0])}, {fmt_time(rec.period[1])})",
+        f"bill vs statictrain's allocation, [{fmt_time(rec.period[0])}, {fmt_time(rec.period[1])}) "
+        f"(statictrain's counters read up to {SETTLE_S:g} s after its end: they are published after each window)",
         "  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip(),
         *("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in body),
     ]
