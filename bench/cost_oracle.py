@@ -1075,7 +1075,7 @@ def main(argv: list[str] | None = None) -> int:
                 ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
             ).stdout.strip(),
         },
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
     }
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     keys = ("max_rel_error", "lost_work_rel_error", "energy_max_rel_error", "carbon_max_rel_error")
