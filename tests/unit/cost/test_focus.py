@@ -101,7 +101,7 @@ def test_rows_carry_the_job_the_charge_period_and_what_focus_has_no_column_for()
     )
     assert (first["x_GpuHours"], first["x_Tokens"], first["x_Steps"]) == (
         "2.000000000000",
-        "2000000.000000000000",
+        "2000000",
         "990.000000000000",
     )
     assert (first["x_GpuEnergyKWh"], first["x_CarbonKgCO2e"]) == ("1.000000000000", "0.380000000000")

@@ -117,7 +117,7 @@ def _job_row(report: Report, key: tuple[str, str], period: tuple[str, str], f: M
         "SubAccountName": ns,
         "Tags": _tags(tags),
         "x_GpuHours": _decimal(f["gpu_seconds"] / 3600),
-        "x_Tokens": _decimal(round(tokens)),
+        "x_Tokens": str(round(tokens)),
         "x_Steps": _decimal(steps),
         "x_UsdPer1MTokens": _decimal(usd / tokens * 1e6) if tokens > 0 else None,
         "x_IdleGpuCost": _decimal(f["idle_usd"]),
