@@ -24,10 +24,20 @@ The scenario (times in seconds after the start, step time 0.05 s, tokens 256 per
   whether it was back before the stall ended); the operator is down
   for 35 s from 46 s after B's start (its outage spans several catch-up windows: max_catchup_s =
   10 s) and comes back as a new process that reads the cost state its predecessor saved (a ConfigMap).
-Every node in the cluster gets a scenario price (annotation), so node cost is known too.
+Every node in the cluster gets a scenario price and a grid carbon intensity (annotations), so node cost
+and carbon are known too. Each worker's GPUs draw 650 W while compiling and stepping and 90 W in a stall
+(nothing before the process starts or after it stops) and export NVML's energy counter (joules since the
+driver loaded, from a baseline of 5e9 J); the operator's PUE is 1.2.
 
-Assumptions the bounds rest on: idle time comes from each worker's idle counter (GPU-seconds below
-5 %, as the sidecar counts them where it samples), so it does not depend on when Prometheus scraped
+After the reports: the same counters as a FOCUS export (bench records its row count and the ratio of its
+rows' sum to the node cost), and ``statictrain report --reconcile`` of a FOCUS bill written in the shape of
+the FOCUS 1.2 examples (Usage rows per node and minute at the scenario's prices) with 5 % planted on one
+node, one EBS-like resource, one tax row and one row in EUR.
+
+Assumptions the bounds rest on: each worker is first scraped before it starts drawing power (its first
+energy sample is the baseline; recorded per process as ``energy_baseline_before_start``); idle time comes
+from each worker's idle counter (GPU-seconds below 5 %, as the sidecar counts them where it samples), so it
+does not depend on when Prometheus scraped
 (before the counter, idle came from 100 ms utilization samples: each transition placed to within a
 scrape plus the worker's response delay, 1 run in 10 off by over 0.5 % on a loaded machine, and a
 change while Prometheus was down could not be timed at all; whether Prometheus was down inside B's
@@ -45,6 +55,9 @@ Run: python bench/cost_oracle.py --cluster NAME [--out bench/results/cost_oracle
 from __future__ import annotations
 
 import argparse
+import csv
+import io
+import itertools
 import json
 import math
 import os
@@ -73,6 +86,7 @@ from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.nodepool import GPU, Pool, node_manifests
+from statictrain_operator.cli import build_parser, run_report
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.cluster import ClusterCost
 from statictrain_operator.cost.exporter import CostMetrics
@@ -83,6 +97,7 @@ from statictrain_operator.kube.http import HttpKube
 from statictrain_operator.kube.port import STJ
 from statictrain_operator.prom import HttpPrometheus
 from statictrain_operator.report.fetch import fetch
+from statictrain_operator.report.focus import to_focus
 from statictrain_operator.report.model import GroupBy, ReportWindow, build_report
 from statictrain_operator.report.text import to_json
 
@@ -97,6 +112,9 @@ COMPILE_S = 4.0
 # OpenCost's default hourly rates: GPU, vCPU, GiB of RAM (the price split's weights).
 W_GPU, W_CPU, W_MEM = 0.95, 0.031611, 0.004237
 GIB = 2.0**30
+PUE = 1.2
+PLANTED = 1.05
+"""The bill's factor on one node (its reconcile must name that node alone)."""
 
 
 def free_port() -> int:
@@ -339,7 +357,7 @@ class Scenario:
         stall_after: int = -1,
         stall_s: float = 0.0,
         gap: tuple[float, float] = (0, 0),
-        start_in: float = 0.3,
+        start_in: float = 6.5,
         gpus: int = 1,
     ) -> Proc:
         port = free_port()
@@ -448,7 +466,9 @@ class OperatorProcess:
         self.registry = CollectorRegistry()
         self.metrics = CostMetrics(self.registry)
         self.server, _ = start_http_server(port, addr="127.0.0.1", registry=self.registry)
-        settings = CostSettings(prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, counter_lookback_s=60.0)
+        settings = CostSettings(
+            prometheus_url=prom.url, interval_s=2.0, max_catchup_s=10.0, counter_lookback_s=60.0, pue=PUE
+        )
         self.clock_override: float | None = None
         kube, self._load, self._flush, self._close_kube = cluster_cost(cluster, state)
         self.acc = Accountant(
@@ -572,13 +592,18 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     )
     gpu_od, gpu_od2 = on_demand_gpu[:2]  # E, A, B (5 GPUs) on the first; C's replacement (4) on the second
     prices: dict[str, float] = {}
+    intensities: dict[str, float] = {}
     for i, n in enumerate(sorted(nodes, key=lambda n: n["metadata"]["name"])):
         name = n["metadata"]["name"]
         gpus = int(n["status"]["capacity"].get(labels.GPU_RESOURCE, "0"))
         prices[name] = {spot: 41.25, gpu_od: 98.32, gpu_od2: 32.77, cpu_node: 0.384}.get(
             name, round(1.5 + 2.75 * gpus + 0.1 * i, 4)
         )
-        sc.kubectl("annotate", "node", name, "--overwrite", f"{labels.HOURLY_COST}={prices[name]}")
+        intensities[name] = {spot: 380.0, gpu_od: 420.0, gpu_od2: 310.0}.get(name, 400.0)
+        sc.kubectl(
+            "annotate", "node", name, "--overwrite", f"{labels.HOURLY_COST}={prices[name]}",
+            f"{labels.GRID_INTENSITY}={intensities[name]}",
+        )  # fmt: skip
     prom = Prometheus(workdir)
     prom.start()
     state = f"{ns_a}/cost-state"
@@ -608,7 +633,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     uid["d"] = sc.pod(ns_b, "job-d-prep-0", "job-d", "c2", cpu_node, gpus=0, cpu="4", mem="8Gi")
     pe = sc.launch(prom, ns=ns_a, pod="job-e-worker-0", uid=uid["e"], job="job-e", commit="c1", steps=300)
     pa = sc.launch(prom, ns=ns_a, pod="job-a-worker-0", uid=uid["a"], job="job-a", commit="c1", steps=1000, gpus=2)
-    start_b = 0.6
+    start_b = 6.5  # a new target is scraped within ~5.2 s (Prometheus hands discovered targets on every 5 s)
     b0 = time.time() + start_b  # job B starts: its stall runs from b0 + 24 s to b0 + 44 s
     pb0 = sc.launch(
         prom,
@@ -739,6 +764,13 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     pods = {p["metadata"]["uid"]: p for ns in (ns_a, ns_b) for p in sc.get("pods", "-n", ns)["items"]}
     final_nodes = {n["metadata"]["name"]: n for n in sc.get("nodes")["items"]}
     saved_state = json.loads(sc.get("configmap", "-n", ns_a, "cost-state")["data"]["state.json"])
+    seconds = int(window.end.timestamp() - window.start.timestamp())
+    focus_window = ReportWindow(window.start, window.end, buckets=math.gcd(seconds, 24))  # whole-second periods
+    focus_report = build_report(focus_window, "job", *fetch(HttpPrometheus(prom.url), focus_window))
+    focus = to_focus(focus_report)
+    bill = workdir / "bill.csv"
+    bill.write_text(planted_bill(final_nodes, prices, a0, a1, gpu_od2))
+    reconciliation = reconcile_cli(prom.url, bill, workdir / "reconcile.txt")
     expected = oracle(
         jobs=jobs,
         pods=pods,
@@ -748,6 +780,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
         a0=a0,
         a1=a1,
         lost_steps={"a": 100, "c": 100},
+        intensities=intensities,
     )
     for proc in sc.procs:
         proc.exit.touch()
@@ -767,7 +800,17 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
             "prometheus_down_inside_b_stall": max(c[0][0] for c in stalls_b) < prom_down
             and prom_up < min(c[1][0] for c in stalls_b),
             "prometheus_down_s": round(prom_up - prom_down, 2),
+            # the product reads a series' first energy sample as its baseline: before it, nothing is measured
+            "energy_baseline_before_start": {
+                f"{key}:{i}": r["first_scrape_at"] is not None and r["first_scrape_at"] < r["start_at"]
+                for key, runs in sc.logs.items()
+                for i, r in enumerate(runs)
+            },
         },
+        "focus": focus,
+        "focus_node_usd": focus_report.node_usd,
+        "reconcile": reconciliation,
+        "planted_node": gpu_od2,
         "expected": expected,
         "reports": reports,
         "report_seconds": report_s,
@@ -779,11 +822,56 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     }
 
 
+def planted_bill(nodes: dict[str, dict[str, Any]], prices: dict[str, float], a0: float, a1: float, planted: str) -> str:
+    """A provider's FOCUS bill for [a0, a1) in the shape of the FOCUS 1.2 examples (one Usage row per resource and
+    charge period, ConsumedQuantity in Hours): each node at its scenario price per minute while it existed, the
+    ``planted`` node at PLANTED x its price; plus an EBS volume, a tax row and a row in EUR."""
+    out = io.StringIO()
+    w = csv.writer(out, lineterminator="\n")
+    w.writerow(["BillingPeriodStart", "BillingPeriodEnd", "ChargePeriodStart", "ChargePeriodEnd", "ChargeCategory",
+                "ChargeFrequency", "PricingCategory", "ResourceId", "BilledCost", "EffectiveCost", "ConsumedQuantity",
+                "ConsumedUnit", "BillingCurrency", "ServiceName"])  # fmt: skip
+    period = (iso(a0 - a0 % 86400), iso(a0 - a0 % 86400 + 86400))
+
+    def row(lo: float, hi: float, resource: str, usd: float, *, currency: str = "USD", category: str = "Usage") -> None:
+        hours = (hi - lo) / 3600
+        w.writerow([*period, iso(lo), iso(hi), category, "Usage-Based", "Standard", resource, f"{usd:.10f}",
+                    f"{usd:.10f}", f"{hours:.10f}", "Hours", currency, "Amazon Elastic Compute Cloud"])  # fmt: skip
+
+    for name, n in sorted(nodes.items()):
+        lo = max(a0, parse_t(n["metadata"]["creationTimestamp"]))
+        gone = n["metadata"].get("deletionTimestamp")
+        hi = min(a1, parse_t(gone)) if gone else a1
+        t = lo
+        while t < hi:
+            nxt = min(hi, t + 60.0)
+            row(t, nxt, name, prices[name] * (PLANTED if name == planted else 1.0) * (nxt - t) / 3600)
+            t = nxt
+    row(a0, a1, "vol-0123456789abcdef0", 0.0042)
+    row(a0, a1, "", 1.25, category="Tax")
+    row(a0, a1, next(iter(sorted(nodes))), 0.5, currency="EUR")
+    return out.getvalue()
+
+
+def reconcile_cli(prom_url: str, bill: Path, out: Path) -> str:
+    """``statictrain report --reconcile BILL`` as a user runs it; its output."""
+    args = build_parser().parse_args(
+        ["report", "--reconcile", str(bill), "--prometheus-url", prom_url, "--no-progress", "-o", str(out)]
+    )
+    err = io.StringIO()
+    if run_report(args, stderr=err) != 0:
+        raise RuntimeError(f"report --reconcile failed: {err.getvalue()}")
+    return out.read_text()
+
+
 # ----------------------------------------------------------------------------- the oracle (no product code)
 
 FIGURES = ("usd", "gpu_usd", "cpu_usd", "memory_usd", "idle_usd", "compile_usd", "lost_usd", "gpu_hours", "tokens",
            "steps", "lost_steps")  # fmt: skip
 """The report's figures per row that the oracle predicts."""
+ENERGY_FIGURES = ("gpu_energy_kwh", "carbon_kg")
+BUSY_W, STALL_W = 650.0, 90.0
+"""Per GPU, as the workers are started (bench/oracle_worker.py's defaults)."""
 
 
 def split(node: dict[str, Any], price: float) -> tuple[float, float, float]:
@@ -803,13 +891,14 @@ def oracle(
     a0: float,
     a1: float,
     lost_steps: dict[str, int],
+    intensities: dict[str, float],
 ) -> dict[str, Any]:
     """Expected figures per job, namespace and commit, and node totals, from the scenario's record."""
     rows: dict[str, dict[str, float]] = {}
     pod_usd_on: dict[str, float] = defaultdict(float)
     pod_rate: dict[str, float] = {}
     for key, (ns, _, ranks) in jobs.items():
-        row = dict.fromkeys(FIGURES, 0.0)
+        row = dict.fromkeys(FIGURES + ENERGY_FIGURES, 0.0)
         mine = [p for p in pods.values() if p["metadata"]["labels"][labels.JOB] == f"job-{key}"]
         for p in sorted(mine, key=lambda p: p["status"]["startTime"]):
             node = p["spec"]["nodeName"]
@@ -851,6 +940,11 @@ def oracle(
             changes = r["util_changes"]  # [t, 0.0] then [t, 0.9]: the stall
             idle_s = sum(b[0] - a[0] for a, b in zip(changes[::2], changes[1::2], strict=True))
             row["idle_usd"] += g * pg * idle_s / 3600
+            # energy: each GPU's power between the changes the worker logged (busy, stall, busy, stopped)
+            power = r["power_changes"]  # [t, watts]: BUSY_W at its start, STALL_W in its stall, 0 when stopped
+            kwh = g * sum(w * (t1 - t0) for (t0, w), (t1, _) in itertools.pairwise(power)) / 3.6e6
+            row["gpu_energy_kwh"] += kwh
+            row["carbon_kg"] += kwh * PUE * intensities[node] / 1000
         executed /= ranks
         lost = float(lost_steps.get(key, 0))
         row["lost_steps"] = lost
@@ -907,7 +1001,27 @@ def compare(result: dict[str, Any]) -> dict[str, Any]:
         errors[f"nodes:{name}"] = abs(float(s[name]) - w) / abs(w)
     lost = [v for k, v in errors.items() if k.endswith(":lost_usd")]
     rest = [v for k, v in errors.items() if not k.endswith(":lost_usd")]
-    return {"max_rel_error": max(rest), "lost_work_rel_error": max(lost), "per_figure": errors}
+    energy: dict[str, float] = {}
+    for group, rows in result["expected"]["groups"].items():
+        key_names = {"job": ("namespace", "job_name"), "namespace": ("namespace",), "commit": ("commit",)}[group]
+        got_rows = {"/".join(r[k] for k in key_names): r for r in result["reports"][group]["rows"]}
+        for f in ENERGY_FIGURES:
+            scale = max(w[f] for w in rows.values())  # a row with none (the CPU-only job): against the largest
+            for key, want in rows.items():
+                got = float((got_rows.get(key) or {}).get(f) or 0.0)
+                energy[f"{group}:{key}:{f}"] = abs(got - want[f]) / (abs(want[f]) or scale)
+    return {
+        "max_rel_error": max(rest),
+        "lost_work_rel_error": max(lost),
+        "energy_max_rel_error": max(v for k, v in energy.items() if k.endswith(":gpu_energy_kwh")),
+        "carbon_max_rel_error": max(v for k, v in energy.items() if k.endswith(":carbon_kg")),
+        "per_figure": errors | energy,
+    }
+
+
+def focus_sum(text: str) -> float:
+    """Sum of BilledCost over the FOCUS rows (job and idle)."""
+    return math.fsum(float(r["BilledCost"]) for r in csv.DictReader(io.StringIO(text)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -932,6 +1046,11 @@ def main(argv: list[str] | None = None) -> int:
     doc = {
         "max_rel_error": cmp["max_rel_error"],
         "lost_work_rel_error": cmp["lost_work_rel_error"],
+        "energy_max_rel_error": cmp["energy_max_rel_error"],
+        "carbon_max_rel_error": cmp["carbon_max_rel_error"],
+        "focus_rows": len(result["focus"].splitlines()) - 1,
+        "focus_rows_over_node_cost": focus_sum(result["focus"]) / result["focus_node_usd"],
+        "reconcile": result["reconcile"].splitlines(),
         "report_1000_jobs_s": bench_1000["report_seconds_1000_jobs"],
         "report_1000_jobs_source": {
             "file": str(args.report_bench.relative_to(ROOT)) if args.report_bench.is_relative_to(ROOT) else "",
@@ -956,10 +1075,11 @@ def main(argv: list[str] | None = None) -> int:
                 ["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
             ).stdout.strip(),
         },
-        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "load_average": os.getloadavg()},
     }
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
-    print(json.dumps({k: doc[k] for k in ("max_rel_error", "lost_work_rel_error")}), file=sys.stderr)
+    keys = ("max_rel_error", "lost_work_rel_error", "energy_max_rel_error", "carbon_max_rel_error")
+    print(json.dumps({k: doc[k] for k in keys}), file=sys.stderr)
     return 0
 
 

@@ -14,7 +14,11 @@ line, and writes what it actually did to a JSON log that the oracle reads:
   ``--tokens-per-step`` tokens (its own rank's tokens) and one executed step;
 * it stops stepping when the file ``--stop-file`` appears (or after ``--steps``),
   keeps serving its last values until ``--exit-file`` appears, then exits;
-* between ``--gap-at`` and ``--gap-at + --gap-s`` its /metrics answers 503 (a scrape gap).
+* between ``--gap-at`` and ``--gap-at + --gap-s`` its /metrics answers 503 (a scrape gap);
+* each GPU draws ``--busy-watts`` while compiling and stepping, ``--idle-watts`` in a stall and nothing
+  before ``--start-at`` or after it stopped, and exports NVML's energy counter as the sidecar does
+  (``statictrain_gpu_energy_joules_total``, joules since the driver loaded: it starts at a large baseline,
+  not at 0); the log holds every change of power and when the process was first scraped.
 
 Counters start at 0 in every process, like a sidecar's. Only the standard library
 and prometheus_client are used: no statictrain code, so the process is part of the
@@ -46,6 +50,18 @@ class State:
         self.util_changes: list[tuple[float, float]] = []
         self.idle_done = 0.0
         """Seconds of finished stalls; a stall under way counts from its start (util_changes[-1])."""
+        self.watts = 0.0
+        self.watts_since = time.time()
+        self.joules_done = 0.0
+        """Energy per GPU up to ``watts_since``; the power since then is ``watts``."""
+        self.power_changes: list[tuple[float, float]] = []
+        self.first_scrape: float | None = None
+
+    def set_power(self, watts: float, now: float) -> None:
+        """Called with the lock held."""
+        self.joules_done += self.watts * (now - self.watts_since)
+        self.watts, self.watts_since = watts, now
+        self.power_changes.append((now, watts))
 
 
 class Collector:
@@ -59,7 +75,9 @@ class Collector:
         s = self.state
         with s.lock:
             util, step, executed, tokens, comp = s.util, s.step, s.executed, s.tokens, s.compile_s
-            idle = s.idle_done + (time.time() - s.util_changes[-1][0] if util == 0.0 else 0.0)
+            now = time.time()
+            idle = s.idle_done + (now - s.util_changes[-1][0] if util == 0.0 else 0.0)
+            joules = s.joules_done + s.watts * (now - s.watts_since)
 
         def gauge(name: str, value: float, extra: dict[str, str] | None = None) -> GaugeMetricFamily:
             extra = extra or {}
@@ -76,6 +94,7 @@ class Collector:
         for i in range(self.gpus):  # one series per GPU of the pod, as the sidecar exports them
             gpu = {"gpu": str(i), "gpu_uuid": f"GPU-{i}", "gpu_model": "NVIDIA H100 80GB HBM3"}
             yield gauge("statictrain_gpu_utilization_ratio", util, gpu)
+            yield counter("statictrain_gpu_energy_joules_total", 5.0e9 + 1.0e8 * i + joules, gpu)
         yield gauge("statictrain_train_step", float(step))
         yield gauge("statictrain_train_compile_seconds", comp)
         yield counter("statictrain_train_steps_total", float(executed))
@@ -83,7 +102,7 @@ class Collector:
         yield counter("statictrain_gpu_idle_seconds_total", self.gpus * idle, {"below": "0.05"})
 
 
-def serve(port: int, registry: CollectorRegistry, gap: tuple[float, float]) -> ThreadingHTTPServer:
+def serve(port: int, registry: CollectorRegistry, gap: tuple[float, float], state: State) -> ThreadingHTTPServer:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             now = time.time()
@@ -91,6 +110,8 @@ def serve(port: int, registry: CollectorRegistry, gap: tuple[float, float]) -> T
                 self.send_response(503)
                 self.end_headers()
                 return
+            with state.lock:
+                state.first_scrape = state.first_scrape or now
             body = generate_latest(registry)
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
@@ -124,14 +145,18 @@ def main() -> int:
     p.add_argument("--gap-at", type=float, default=0.0)
     p.add_argument("--gap-s", type=float, default=0.0)
     p.add_argument("--log", type=Path, required=True)
+    p.add_argument("--busy-watts", type=float, default=650.0, help="per GPU, compiling and stepping")
+    p.add_argument("--idle-watts", type=float, default=90.0, help="per GPU, in a stall")
     args = p.parse_args()
     state = State(args)
     reg = CollectorRegistry()
     reg.register(Collector(state, json.loads(args.labels), args.gpus))
-    server = serve(args.port, reg, (args.gap_at, args.gap_s))
+    server = serve(args.port, reg, (args.gap_at, args.gap_s), state)
     t0 = args.start_at
     while time.time() < t0:
         time.sleep(0.01)
+    with state.lock:
+        state.set_power(args.busy_watts, time.time())
     compile_end = t0 + args.compile_s
     while time.time() < compile_end and not args.stop_file.exists():
         time.sleep(0.01)
@@ -145,12 +170,14 @@ def main() -> int:
             with state.lock:
                 state.util = 0.0
                 state.util_changes.append((stall_from, 0.0))
+                state.set_power(args.idle_watts, stall_from)
             while time.time() < stall_from + args.stall_s and not args.stop_file.exists():
                 time.sleep(0.005)
             with state.lock:
                 stall_to = time.time()
                 state.util = 0.9
                 state.util_changes.append((stall_to, 0.9))
+                state.set_power(args.busy_watts, stall_to)
                 state.idle_done += stall_to - stall_from
             base = time.time() - k * args.step_s
         due = base + (k + 1) * args.step_s
@@ -164,6 +191,8 @@ def main() -> int:
             state.tokens += args.tokens_per_step
         k += 1
     stopped = time.time()
+    with state.lock:
+        state.set_power(0.0, stopped)
     args.log.write_text(
         json.dumps(
             {
@@ -175,6 +204,8 @@ def main() -> int:
                 "start_step": args.start_step,
                 "final_step": state.step,
                 "util_changes": state.util_changes,
+                "power_changes": state.power_changes,
+                "first_scrape_at": state.first_scrape,
             }
         )
     )

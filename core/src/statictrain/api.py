@@ -215,6 +215,14 @@ class CompileStatus(TypedDict, total=False):
     recompiles: int
 
 
+class ReadableCost(TypedDict, total=False):
+    """US dollars to 3 significant digits with a ``$`` sign ("" where the figure is "")."""
+
+    usd: str
+    projectedUSD: str
+    usdPer1MTokens: str
+
+
 class Cost(TypedDict, total=False):
     usd: Money
     gpuHours: str
@@ -243,6 +251,12 @@ class Cost(TypedDict, total=False):
     steadyUSD: Money
     steadySteps: str
     stepMark: str
+    gpuEnergyKWh: str
+    """GPU energy so far in kWh (the GPUs' energy counters; CPU and memory are not counted)."""
+    carbonKgCO2e: str
+    """Carbon of that energy, kg CO2e (kWh x PUE x each node's grid intensity)."""
+    readable: ReadableCost
+    """The money for people (kubectl get stj)."""
     flags: dict[str, str]
     """Problems of the cost data (e.g. utilization-gaps) -> accounting windows that raised them (integer strings)."""
     updated: Timestamp

@@ -27,6 +27,15 @@ utilization is sampled) when the pod exports one at the accounting threshold, el
 the utilization samples Prometheus holds (each transition placed to within a scrape);
 time with no utilization samples counts as a gap (flagged), not as idle.
 
+Energy: a pod's GPU energy in a window is the increase of its sidecar's NVML energy
+counters (one series per GPU, joules since the driver loaded: a series' first sample is
+its baseline, drops are resets, a scrape gap's energy arrives with the sample after it),
+attributed to the window like the other counters. CPU and memory energy are not
+estimated (no counter measures them here): the figures are the GPUs' energy alone. A pod
+whose sidecar reports utilization but no energy is flagged ``gpu-energy-missing``.
+Carbon is energy x PUE x its node's grid intensity (gCO2e/kWh); a node without a known
+intensity flags ``carbon-intensity-unknown`` and adds no carbon.
+
 All functions are pure; times are Unix seconds (float), money is Decimal.
 """
 
@@ -43,6 +52,7 @@ from statictrain.money import ZERO, to_decimal
 __all__ = [
     "DEFAULT_WEIGHTS",
     "IDLE_THRESHOLD",
+    "JOULES_PER_KWH",
     "QUANTUM",
     "RESOURCES",
     "Allocation",
@@ -66,6 +76,7 @@ __all__ = [
 
 HOUR = Decimal(3600)
 GIB = 1024**3
+JOULES_PER_KWH = 3.6e6
 IDLE_THRESHOLD = 0.05
 """GPU utilization ratio below which allocated GPU time is idle: the cost part's default and the threshold
 of the sidecar's idle counter (metrics.GPU_IDLE_SECONDS_TOTAL, label ``below`` = :func:`below_label`)."""
@@ -156,6 +167,8 @@ class NodeInfo:
     weights: ResourcePrices = DEFAULT_WEIGHTS
     price_flag: str = ""
     """Why the price is not the node's own (e.g. its price annotation is malformed); flags its pods' jobs."""
+    grid_intensity: float | None = None
+    """Carbon intensity of the node's electricity, gCO2e per kWh (None: unknown)."""
 
     @property
     def prices(self) -> ResourcePrices:
@@ -206,6 +219,9 @@ class PodUsage:
     idle_gpu_seconds: Sequence[Counter] = ()
     """The sidecar's idle counter at the accounting threshold (GPU-seconds below it, summed over the pod's
     GPUs), one per series; when present, a window's idle time is its increase, not sampled utilization."""
+    gpu_energy: Sequence[Counter] = ()
+    """The sidecar's GPU energy counters (joules since the driver loaded), one per GPU series: a series'
+    first sample is its baseline (see statictrain.counters)."""
 
     @property
     def gpus_seen(self) -> int:
@@ -232,6 +248,10 @@ class PodCost:
     gap_seconds: float
     tokens: float
     flags: tuple[str, ...] = ()
+    energy_j: float = 0.0
+    """GPU energy in the window, joules."""
+    carbon_g: float = 0.0
+    """energy x PUE x the node's grid intensity, gCO2e."""
 
     @property
     def usd(self) -> Decimal:
@@ -262,6 +282,10 @@ class JobCost:
     """Steps executed (mean over ranks), recomputed ones included."""
     lost_steps: float = 0.0
     """Set by :func:`fold_job`."""
+    energy_j: float = 0.0
+    """GPU energy of the job's pods, joules."""
+    carbon_g: float = 0.0
+    """Carbon of that energy (with PUE), gCO2e."""
     step_mark: float | None = None
     """The job's step at the window's end (None: unknown)."""
     steady: bool = False
@@ -398,8 +422,9 @@ def allocate(
     idle_threshold: float = IDLE_THRESHOLD,
     max_gap: float = 60.0,
     step_marks: Mapping[JobKey, float] | None = None,
+    pue: float = 1.0,
 ) -> Allocation:
-    """Cost every pod, job and node for ``window``.
+    """Cost every pod, job and node for ``window`` (and measure its GPU energy and carbon, with ``pue``).
 
     ``step_marks`` holds each job's step at the window's start (the previous
     window's ``step_mark``); a job without one starts from its latest step sample
@@ -469,11 +494,18 @@ def allocate(
             idle_usd = (gpu_usd * to_decimal(idle_s) / to_decimal(runtime)).quantize(QUANTUM)
         comp, tok, executed = (_sum_increase(c) for c in (u.compile_seconds, u.tokens, u.steps))
         compile_usd = (usd * to_decimal(comp.value) / to_decimal(runtime)).quantize(QUANTUM)
-        if comp.resets or tok.resets or executed.resets or counted_idle.resets:
+        energy = [increase(c, starts_at_zero=False) for c in u.gpu_energy]
+        energy_j = sum(e.value for e in energy)
+        if u.utilization and not u.gpu_energy:
+            flags.append("gpu-energy-missing")
+        if energy_j > 0 and node.grid_intensity is None:
+            flags.append("carbon-intensity-unknown")
+        carbon_g = energy_j / JOULES_PER_KWH * pue * (node.grid_intensity or 0.0)
+        if comp.resets or tok.resets or executed.resets or counted_idle.resets or any(e.resets for e in energy):
             flags.append("counter-reset")
         pc = PodCost(
             pod, gpus, cpu, mem, runtime, to_decimal(runtime) * gpus, gpu_usd, cpu_usd, mem_usd, idle_usd,
-            compile_usd, gap_s, tok.value, tuple(flags),
+            compile_usd, gap_s, tok.value, tuple(flags), energy_j, carbon_g,
         )  # fmt: skip
         pod_costs.append(pc)
         for r, amount in (("gpu", gpus), ("cpu", cpu), ("memory", mem)):
@@ -490,6 +522,8 @@ def allocate(
         job.idle_usd += idle_usd
         job.compile_usd += compile_usd
         job.tokens += pc.tokens
+        job.energy_j += energy_j
+        job.carbon_g += carbon_g
         job.pods.add(pod.uid)
         job.flags.update(flags)
         js = job_steps.setdefault(key, _JobSteps())

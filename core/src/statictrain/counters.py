@@ -10,7 +10,9 @@ samples, and each raw sample belongs to exactly one half-open window ``[a, b)``:
   sample before ``s`` started at 0 (a new pod UID is a new process), so its first
   sample counts in full. Summed over windows that tile ``[t0, t1)``, this is the
   exact total of the series, whatever the window boundaries: nothing overlaps,
-  nothing falls between.
+  nothing falls between. A counter that does not start at 0 with its series (NVML's GPU
+  energy counts from when the driver loaded) is read with ``starts_at_zero=False``: a
+  series' first sample is its baseline and counts nothing; drops are resets as above.
 * a **gauge held until the next sample** (GPU utilization, memory) covers
   ``[s.t, next.t)`` capped at ``max_gap``; the part inside ``[a, b)`` belongs to
   the window. The last sample before ``a`` reaches into it ("held across windows").
@@ -61,12 +63,17 @@ class Increase:
     """Drops seen (process restarts)."""
 
 
-def increase(counter: Counter) -> Increase:
-    """The counter's increase over the window (see the module docstring)."""
-    prev = counter.prev if counter.prev is not None else 0.0
+def increase(counter: Counter, *, starts_at_zero: bool = True) -> Increase:
+    """The counter's increase over the window (see the module docstring); with ``starts_at_zero`` False a
+    series without a sample before the window takes its first sample as its baseline."""
+    samples = counter.samples
+    prev = counter.prev
+    if prev is None and not starts_at_zero and samples:
+        prev, samples = samples[0].v, samples[1:]
+    prev = prev if prev is not None else 0.0
     total = 0.0
     resets = 0
-    for s in counter.samples:
+    for s in samples:
         if s.v >= prev:
             total += s.v - prev
         else:

@@ -61,3 +61,6 @@ KWOK_COMPLETE_PHASE = f"{GROUP}/kwok-complete-phase"
 
 # Prometheus label names carried by every statictrain metric about a job.
 METRIC_LABELS = ("job_name", "namespace", "commit", "team")
+
+# Node annotation (or label) with the carbon intensity of the node's electricity, gCO2e per kWh (statictrain.carbon).
+GRID_INTENSITY = f"{GROUP}/grid-intensity-gco2e-per-kwh"

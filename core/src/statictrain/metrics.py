@@ -83,6 +83,10 @@ COST_INVARIANT_FAILURES_TOTAL = "statictrain_cost_invariant_failures_total"  # l
 COST_UNPRICED_PODS = "statictrain_cost_unpriced_pods"  # labels namespace, pod: 1 while a running pod is unpriced
 JOB_COST_FLAGS_TOTAL = "statictrain_job_cost_flags_total"  # label flag: utilization-gaps | counter-reset | ...
 COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label outcome: ok | error
+# the GPU energy of the job's pods (the sidecars' energy counters; CPU and memory are not counted) and its carbon
+JOB_GPU_ENERGY_JOULES_TOTAL = "statictrain_job_gpu_energy_joules_total"
+JOB_CARBON_GRAMS_TOTAL = "statictrain_job_carbon_grams_total"  # energy x PUE x the node's grid intensity, gCO2e
+NODE_ALLOCATED_COST_USD_TOTAL = "statictrain_node_allocated_cost_usd_total"  # label node: the node's pods' cost
 
 # --- operator: anomaly and remediation
 ANOMALY_SCORE = "statictrain_anomaly_score"

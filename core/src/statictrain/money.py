@@ -3,13 +3,15 @@
 Floats never hold dollars here: prices are parsed from strings into Decimal,
 arithmetic stays in Decimal, and values leave as plain decimal strings
 (``"12.345678"``), the form the CRD's cost fields and node annotations use.
+For people (``kubectl get stj``, text and HTML tables) :func:`readable_usd` rounds to
+three significant digits with a ``$`` sign; machines read the full decimal strings.
 """
 
 from __future__ import annotations
 
 from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation, localcontext
 
-__all__ = ["MICRO", "ZERO", "format_usd", "parse_usd", "to_decimal"]
+__all__ = ["MICRO", "ZERO", "format_usd", "parse_usd", "readable", "readable_usd", "to_decimal"]
 
 ZERO = Decimal(0)
 MICRO = Decimal("0.000001")
@@ -54,3 +56,26 @@ def format_usd(value: Decimal, *, quantum: Decimal = MICRO) -> str:
     if q == 0:
         q = abs(q)
     return f"{q:f}"
+
+
+def readable(value: Decimal, digits: int = 3) -> str:
+    """``value`` rounded half-even to ``digits`` significant digits, plain decimal notation: ``0.0394``, ``12.3``,
+    ``1.50``; from ``10 ** digits`` up whole numbers with thousands separators (``1,235``)."""
+    if not value.is_finite():
+        return str(value)
+    if value == 0:
+        return "0"
+    with localcontext() as ctx:
+        ctx.prec = 40
+        q = value
+        for _ in range(2):  # rounding can carry into one more digit (0.9996 -> 1.00): round again at that size
+            exp = min(q.adjusted() - digits + 1, 0)
+            q = value.quantize(Decimal(1).scaleb(exp), rounding=ROUND_HALF_EVEN)
+    return f"{q:,f}" if q.adjusted() >= digits else f"{q:f}"
+
+
+def readable_usd(value: Decimal) -> str:
+    """Dollars for people: three significant digits and a ``$`` sign (``$0.0394``, ``$12.3``, ``-$1.50``,
+    ``$1,235``); the API and machine formats keep the full decimal string (:func:`format_usd`)."""
+    text = readable(abs(value))
+    return f"-${text}" if value < 0 and text != "0" else f"${text}"

@@ -23,9 +23,12 @@ from statictrain_operator.cli_args import add_prometheus_url
 from statictrain_operator.kube.oneshot import ClusterUnavailableError, list_trainingjobs
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 from statictrain_operator.report.fetch import fetch
+from statictrain_operator.report.focus import to_focus
 from statictrain_operator.report.html import to_html
 from statictrain_operator.report.model import EmptyWindowError, Report, ReportWindow, build_report, parse_utc
 from statictrain_operator.report.progress import ProgressBar
+from statictrain_operator.report.reconcile import SETTLE_S, provider_ids_query, read_bill, reconcile
+from statictrain_operator.report.reconcile import to_text as reconciliation_text
 from statictrain_operator.report.status import status_report
 from statictrain_operator.report.text import to_csv, to_json, to_table
 
@@ -38,7 +41,7 @@ __all__ = [
     "run_status_report",
 ]
 
-RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html}
+RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html, "focus": to_focus}
 
 
 def _duration(text: str) -> timedelta:
@@ -71,7 +74,14 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     p.add_argument("--team", action="append", default=[])
     p.add_argument("--commit", action="append", default=[])
     p.add_argument("--job", action="append", default=[])
-    p.add_argument("--format", choices=sorted(RENDERERS), default="table")
+    p.add_argument(
+        "--format", choices=sorted(RENDERERS), default="table", help="focus: a FOCUS 1.2 cost and usage CSV"
+    )
+    p.add_argument(
+        "--reconcile",
+        metavar="BILL.csv",
+        help="a cloud provider's FOCUS bill: billed vs allocated (jobs + idle) per node over the bill's period",
+    )
     p.add_argument("-o", "--output", help="write to this file instead of stdout")
     p.add_argument("--buckets", type=int, default=24, help="time buckets for cost over time (default 24)")
     add_prometheus_url(p)
@@ -87,8 +97,16 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     p.set_defaults(func=run_report)
 
 
-def _write(args: argparse.Namespace, report: Report) -> int:
-    text = RENDERERS[args.format](report)
+def _write(args: argparse.Namespace, report: Report, err: TextIO) -> int:
+    try:
+        text = RENDERERS[args.format](report)
+    except ValueError as e:  # a FOCUS export of buckets that are not whole seconds
+        print(f"error: {e}", file=err)
+        return 2
+    return _output(args, text)
+
+
+def _output(args: argparse.Namespace, text: str) -> int:
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(text)
@@ -104,11 +122,13 @@ def run_status_report(args: argparse.Namespace, now: datetime, err: TextIO) -> i
     except (ClusterUnavailableError, EmptyWindowError) as e:
         print(f"error: {e}", file=err)
         return 1
-    return _write(args, report)
+    return _write(args, report, err)
 
 
 def run_report(args: argparse.Namespace, *, now: datetime | None = None, stderr: TextIO | None = None) -> int:
     err = stderr or sys.stderr
+    if args.reconcile:
+        return run_reconcile(args, err)
     if args.source == "status":
         return run_status_report(args, (now or datetime.now(UTC)).replace(microsecond=0), err)
     end: datetime = args.end or (now or datetime.now(UTC)).replace(microsecond=0)
@@ -131,7 +151,30 @@ def run_report(args: argparse.Namespace, *, now: datetime | None = None, stderr:
     except (PrometheusUnavailableError, PrometheusQueryError, EmptyWindowError) as e:
         print(f"\nerror: {e}", file=err)
         return 1
-    return _write(args, report)
+    return _write(args, report, err)
+
+
+def run_reconcile(args: argparse.Namespace, err: TextIO) -> int:
+    """``report --reconcile BILL.csv``: the bill's period, statictrain's node figures from Prometheus."""
+    try:
+        with open(args.reconcile, encoding="utf-8-sig") as f:
+            bill = read_bill(f.read())
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        print(f"error: {args.reconcile}: {e}", file=err)
+        return 2
+    start, end = bill.period
+    bar = ProgressBar(err, enabled=not args.no_progress)
+    try:
+        window = ReportWindow(start, end + timedelta(seconds=SETTLE_S), buckets=1)
+        prom = HttpPrometheus(args.prometheus_url, args.timeout)
+        job_series, node_series = fetch(prom, window, None, bar)
+        report = build_report(window, "job", job_series, node_series)
+        gauges = prom.query(provider_ids_query((window.end - start).total_seconds()), window.eval_end)
+    except (ValueError, PrometheusUnavailableError, PrometheusQueryError) as e:
+        print(f"\nerror: {e}", file=err)
+        return 1
+    ids = {s.labels.get("node", ""): s.labels.get("provider_id", "") for s in gauges}
+    return _output(args, reconciliation_text(reconcile(bill, report, ids)))
 
 
 def build_parser(prog: str = "statictrain") -> argparse.ArgumentParser:

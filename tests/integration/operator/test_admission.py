@@ -125,11 +125,14 @@ def test_printer_columns(kube: Kube) -> None:
         "--type=merge",
         "-p",
         '{"status":{"phase":"Running","replicas":1,"progress":{"step":42},'
-        '"cost":{"usd":"12.34","projectedUSD":"20.5","usdPer1MTokens":"0.56"}}}',
+        '"cost":{"usd":"12.34","projectedUSD":"20.5","usdPer1MTokens":"0.56","gpuEnergyKWh":"1.5",'
+        '"carbonKgCO2e":"0.6","readable":{"usd":"$12.3","projectedUSD":"$20.5","usdPer1MTokens":"$0.560"}}}}',
     )
     out = kube.run("get", "stj", "cols").stdout.split("\n")
-    assert out[0].split() == ["NAME", "PHASE", "REPLICAS", "STEP", "COST-USD", "PROJECTED-USD", "USD/1M-TOKENS", "AGE"]
-    assert out[1].split()[:7] == ["cols", "Running", "1", "42", "12.34", "20.5", "0.56"]
+    assert out[0].split() == ["NAME", "PHASE", "REPLICAS", "STEP", "COST", "PROJECTED", "$/1M-TOKENS", "AGE"]
+    assert out[1].split()[:7] == ["cols", "Running", "1", "42", "$12.3", "$20.5", "$0.560"]
+    wide = kube.run("get", "stj", "cols", "-o", "wide").stdout.split("\n")
+    assert wide[0].split()[-3:] == ["GPU-KWH", "KGCO2E", "AGE"] and wide[1].split()[-3:-1] == ["1.5", "0.6"]
     short = kube.run("get", "stj", "-o", "name").stdout.strip()
     assert short == "statictrainingjob.statictrain.io/cols"
 

@@ -17,6 +17,7 @@ from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.budgets import BUDGET_ACTED
 from statictrain_operator.cost.exporter import CostMetrics
+from statictrain_operator.cost.ledger import CostState
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.prom import PrometheusUnavailableError, Series
 
@@ -422,3 +423,48 @@ def test_idle_comes_from_the_sidecars_counter_when_it_counts_at_the_accounting_t
     other.settings = CostSettings(interval_s=60, query_step_s=5, idle_threshold=0.1)
     other.run_once()  # counted at another threshold: not read; from the samples, all idle
     assert kube2.jobs[("ns", "b")]["status"]["cost"]["idleUSD"] == "0.150000000000"
+
+
+class EnergyProm(SeriesProm):
+    """Job a's two GPUs draw 400 W and 600 W since the pod started (NVML counters from a driver-load baseline)."""
+
+    def query(self, query: str, at: float) -> list[Series]:
+        m = re.search(r"\[(\d+)ms\]$", query)
+        if "energy" not in query or m is None or query.startswith("last_over_time"):
+            return super().query(query, at)
+        end = at + 0.001
+        t = [float(x) for x in range(math.ceil((end - int(m.group(1)) / 1000) / 5) * 5, math.ceil(end), 5) if x < end]
+        return [
+            Series(
+                {"pod_uid": "u1", "gpu_uuid": f"GPU-{g}"}, tuple(Sample(x, 1e9 * g + w * (x - POD_START)) for x in t)
+            )
+            for g, w in ((1, 400.0), (2, 600.0))
+        ]
+
+
+def test_gpu_energy_and_carbon_go_to_the_status_and_the_metrics_with_node_allocations() -> None:
+    acc, kube, clock, reg = make(EnergyProm())
+    kube.nodes[0]["metadata"]["annotations"][labels.GRID_INTENSITY] = "450"
+    acc.settings = CostSettings(interval_s=60, query_step_s=5, pue=1.2)
+    acc.run_once()  # accounts from the jobs' watermark 23:59:00 to 00:00:00
+    clock.now += timedelta(seconds=60)
+    acc.run_once()
+    cost = kube.jobs[("ns", "a")]["status"]["cost"]
+    kwh = 1000.0 * 120 / 3.6e6  # 1 kW for the two minutes accounted
+    assert float(cost["gpuEnergyKWh"]) == pytest.approx(kwh, rel=1e-9)
+    assert float(cost["carbonKgCO2e"]) == pytest.approx(kwh * 1.2 * 450 / 1000, rel=1e-9)
+    lv = {"job_name": "a", "namespace": "ns", "commit": "c1", "team": "t"}
+    assert reg.get_sample_value("statictrain_job_gpu_energy_joules_total", lv) == pytest.approx(kwh * 3.6e6)
+    assert reg.get_sample_value("statictrain_job_carbon_grams_total", lv) == pytest.approx(kwh * 1.2 * 450)
+    assert "gpu-energy-missing" in kube.jobs[("ns", "b")]["status"]["cost"]["flags"]  # b's sidecar has no energy
+    node = {"node": "n1"}
+    allocated = reg.get_sample_value("statictrain_node_allocated_cost_usd_total", node) or 0.0
+    idle = reg.get_sample_value("statictrain_node_idle_cost_usd_total", node) or 0.0
+    assert allocated + idle == pytest.approx(reg.get_sample_value("statictrain_node_cost_usd_total", node))
+    assert allocated == pytest.approx(36 * 4 / 8 * 120 / 3600)  # 4 of 8 GPUs for the 2 minutes accounted
+
+
+def test_a_cost_state_saved_before_allocated_totals_reads_them_as_cost_minus_idle() -> None:
+    state = CostState.from_json('{"accountedTo": 10.0, "nodes": {"n1": ["3.5", "1.25"]}}')
+    assert state.nodes["n1"] == (Decimal("3.5"), Decimal("1.25"), Decimal("2.25"))
+    assert CostState.from_json(state.to_json()) == state

@@ -51,3 +51,11 @@ def test_panels_do_not_overlap() -> None:
             assert not mine & cells, f"{path.name}: {p['title']} overlaps"
             assert g["x"] + g["w"] <= 24
             cells |= mine
+
+
+def test_the_job_dashboard_shows_energy_and_carbon_in_their_units() -> None:
+    board = json.loads((DASHBOARDS / "job.json").read_text())
+    by_metric = {m: p for p in board["panels"] for t in p["targets"] for m in METRIC.findall(t["expr"])}
+    assert by_metric[metrics.JOB_GPU_ENERGY_JOULES_TOTAL]["fieldConfig"]["defaults"]["unit"] == "kwatth"
+    carbon = [p for p in board["panels"] if any(metrics.JOB_CARBON_GRAMS_TOTAL in t["expr"] for t in p["targets"])]
+    assert {p["fieldConfig"]["defaults"]["unit"] for p in carbon if p["type"] == "stat"} == {"masskg"}

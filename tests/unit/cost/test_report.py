@@ -383,10 +383,10 @@ def test_summary_names_spender_idle_waste_and_regression() -> None:
     assert r.job_commits == {("nlp", "train-a"): "c1", ("nlp", "train-b"): "c2"}
     assert commit_order(r) == ["c1", "c2"]
     assert sentences(r) == [
-        "Biggest spender: job nlp/train-a (commit c1), 16.00 USD, 73% of all job cost in the window.",
-        "Biggest idle waste: unallocated node capacity (nobody's pods), 18.00 USD, 45% of node cost.",
-        "Worst $/token regression: commit c2 at 6.00 USD per 1M tokens, +50% against commit c1 before it "
-        "(4.00 USD).",
+        "Biggest spender: job nlp/train-a (commit c1), $16.0, 73% of all job cost in the window.",
+        "Biggest idle waste: unallocated node capacity (nobody's pods), $18.0, 45% of node cost.",
+        "Worst $/token regression: commit c2 at $6.00 per 1M tokens, +50% against commit c1 before it "
+        "($4.00).",
     ]
 
 
@@ -407,7 +407,7 @@ def test_idle_waste_can_be_a_job() -> None:
     jobs, nodes = split_scenario()
     jobs["idle_usd"] = [counter(lambda h: 5 * h, jl("train-a", "nlp", "c1"))]
     assert sentences(build_report(W, "job", jobs, nodes))[1] == (
-        "Biggest idle waste: job nlp/train-a (allocated GPUs left idle), 20.00 USD, 50% of node cost."
+        "Biggest idle waste: job nlp/train-a (allocated GPUs left idle), $20.0, 50% of node cost."
     )
 
 
@@ -479,3 +479,42 @@ def test_the_browser_check_catches_errors_and_empty_charts(tmp_path: Path) -> No
     assert any("boom" in p for p in problems)
     assert any("nope is not defined" in p for p in problems)
     assert any("missing.png" in p for p in problems)
+
+
+def energy_scenario() -> tuple[dict[str, list[Series]], dict[str, list[Series]]]:
+    """split_scenario plus GPU energy: job a draws 3.6 MJ (1 kWh) per hour, 400 g CO2e per kWh; b 0.5 kWh/h."""
+    jobs, nodes = split_scenario()
+    jobs["gpu_energy_j"] = [
+        counter(lambda h: 3.6e6 * h, jl("train-a", "nlp", "c1")),
+        counter(lambda h: None if h < 2 else 1.8e6 * (h - 2), jl("train-b", "nlp", "c2")),
+    ]
+    jobs["carbon_g"] = [counter(lambda h: 400 * h, jl("train-a", "nlp", "c1"))]
+    return jobs, nodes
+
+
+def test_energy_and_carbon_per_group_full_precision_in_json_readable_in_the_table() -> None:
+    report = build_report(W, "job", *energy_scenario())
+    doc = {r["job_name"]: r for r in json.loads(to_json(report))["rows"]}
+    assert doc["train-a"]["gpu_energy_kwh"] == "4.000000000" and doc["train-a"]["carbon_kg"] == "1.600000000"
+    assert doc["train-b"]["gpu_energy_kwh"] == "1.000000000" and doc["train-b"]["carbon_kg"] == "0.000000000"
+    table = to_table(report)
+    assert "$16.0" in table and "16.000000" not in table and "16.000000" in to_csv(report)
+    html = to_html(report)
+    assert "GPU energy 5.00 kWh, carbon 1.60 kg CO2e" in html
+    assert html.count('class="chart"') == 7 and "kg CO2e" in html
+
+
+def test_html_without_energy_says_so() -> None:
+    assert "No GPU energy recorded in the window" in to_html(build_report(W, "job", *split_scenario()))
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium package (make system-deps)")
+def test_energy_charts_render_in_headless_chromium(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text(to_html(build_report(W, "job", *energy_scenario())))
+    check = check_page(page)
+    assert check.problems == []
+    assert {k: v for k, v in check.charts.items() if "energy" in k or "carbon" in k} == {
+        "GPU energy per job": 2,
+        "carbon per job": 1,
+    }

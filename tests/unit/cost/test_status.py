@@ -33,7 +33,19 @@ def test_first_increment() -> None:
     assert c["projectedUSD"] == ""  # no maxSteps or maxTokens: no end to project to
     assert c["projectedBasis"] == "no maxSteps or maxTokens: the end is unknown"
     assert c["updated"] == "2026-03-01T00:00:30Z"
-    assert all(isinstance(v, str) for v in c.values())
+    assert c["readable"] == {"usd": "$2.00", "projectedUSD": "", "usdPer1MTokens": "$2.00"}
+    readable = c.pop("readable")
+    assert all(isinstance(v, str) for v in [*c.values(), *readable.values()])
+
+
+def test_energy_and_carbon_add_up_as_decimal_strings_in_kwh_and_kg() -> None:
+    first = JobCost("ns", "j", usd=Decimal("0.039417388156"), energy_j=1.8e6, carbon_g=250.0)
+    c1 = accumulate(None, first, now=NOW)
+    c2 = accumulate(c1, JobCost("ns", "j", energy_j=3.6e6, carbon_g=500.0), now=NOW)
+    assert (c1["gpuEnergyKWh"], c1["carbonKgCO2e"]) == ("0.500000000000", "0.250000000000")
+    assert (c2["gpuEnergyKWh"], c2["carbonKgCO2e"]) == ("1.500000000000", "0.750000000000")
+    assert c2["readable"]["usd"] == "$0.0394" and c2["usd"] == "0.039417388156"
+    assert accumulate(c2, None, now=NOW)["gpuEnergyKWh"] == "1.500000000000"  # a window without the job
 
 
 def test_running_totals_survive_through_status_only() -> None:

@@ -38,6 +38,7 @@ from statictrain_operator.cost.inputs import (
     parse_time,
     pod_info,
     prev_query,
+    series_key,
     usage_queries,
 )
 from statictrain_operator.cost.ledger import CostState, Ledger
@@ -151,7 +152,7 @@ class Accountant:
             for key, uids in counters_missing_prev(window, series, started, lookback).items():
                 oldest = min(t for u in uids if (t := started.get(u)) is not None)
                 q, at = prev_query(key, uids, window, window.start - oldest + 60.0, below)
-                prevs[key] = {s.labels.get("pod_uid", ""): s.samples[-1].v for s in self.prom.query(q, at) if s.samples}
+                prevs[key] = {series_key(s.labels): s.samples[-1].v for s in self.prom.query(q, at) if s.samples}
         except (PrometheusUnavailableError, PrometheusQueryError) as e:
             return {}, str(e)
         pod_uids = {(p.namespace, p.name): p.uid for p in pods}
@@ -191,6 +192,7 @@ class Accountant:
             idle_threshold=self.settings.idle_threshold,
             max_gap=self.settings.max_gap_s,
             step_marks=marks,
+            pue=self.settings.pue,
         )
         return alloc, error
 
@@ -199,7 +201,8 @@ class Accountant:
         end = float(int(now.timestamp()))  # whole seconds: status.cost.updated holds exactly this end
         jobs = {_key(j): j for j in self.kube.list_jobs()}
         start = self._start(list(jobs.values()), end)
-        listed_nodes = [node_info(x, self._price_now, self.settings.weights) for x in self.kube.list_nodes()]
+        carbon = self.settings.carbon
+        listed_nodes = [node_info(x, self._price_now, self.settings.weights, carbon) for x in self.kube.list_nodes()]
         listed_pods = [p for p in (pod_info(x) for x in self.kube.list_worker_pods()) if p is not None]
         pods, nodes, vanished = self.ledger.merge(listed_pods, listed_nodes, now.timestamp())
         if vanished:
@@ -381,7 +384,7 @@ def _add(total: JobCost | None, inc: JobCost) -> JobCost:
     out = JobCost(inc.namespace, inc.job, inc.commit, inc.team)
     for name in ("usd", "gpu_usd", "cpu_usd", "memory_usd", "gpu_seconds", "idle_usd", "compile_usd", "lost_usd"):
         setattr(out, name, getattr(total, name) + getattr(inc, name))
-    for name in ("tokens", "steps", "executed_steps", "lost_steps"):
+    for name in ("tokens", "steps", "executed_steps", "lost_steps", "energy_j", "carbon_g"):
         setattr(out, name, getattr(total, name) + getattr(inc, name))
     out.step_mark = inc.step_mark
     out.pods = total.pods | inc.pods

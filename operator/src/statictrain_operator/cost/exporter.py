@@ -20,7 +20,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from statictrain import labels, metrics
-from statictrain.cost import Allocation, JobCost
+from statictrain.cost import JOULES_PER_KWH, Allocation, JobCost
 from statictrain.invariants import INVARIANTS, Check
 
 __all__ = ["JOB_LABELS", "STATUS_FIELDS", "CostMetrics", "LabelValues"]
@@ -40,6 +40,8 @@ STATUS_FIELDS: dict[str, tuple[str, float]] = {
     metrics.JOB_GPU_SECONDS_TOTAL: ("gpuHours", 3600.0),
     metrics.JOB_TOKENS_TOTAL: ("tokens", 1.0),
     metrics.JOB_STEPS_TOTAL: ("stepsExecuted", 1.0),
+    metrics.JOB_GPU_ENERGY_JOULES_TOTAL: ("gpuEnergyKWh", JOULES_PER_KWH),
+    metrics.JOB_CARBON_GRAMS_TOTAL: ("carbonKgCO2e", 1000.0),
 }
 """Job counter -> (status.cost field, scale): the counters are the status figures."""
 
@@ -62,10 +64,13 @@ _JOB_COUNTERS = {
     metrics.JOB_GPU_SECONDS_TOTAL: "Allocated GPU-seconds of the job",
     metrics.JOB_TOKENS_TOTAL: "Tokens attributed to the job by cost accounting",
     metrics.JOB_STEPS_TOTAL: "Optimizer steps the job executed (mean over ranks), recomputed ones included",
+    metrics.JOB_GPU_ENERGY_JOULES_TOTAL: "GPU energy of the job's pods (NVML energy counters), joules",
+    metrics.JOB_CARBON_GRAMS_TOTAL: "Carbon of the job's GPU energy (x PUE x grid intensity), gCO2e",
 }
 _NODE_COUNTERS = {
     metrics.NODE_COST_USD_TOTAL: "Node cost in USD",
     metrics.NODE_IDLE_COST_USD_TOTAL: "Node cost no pod was allocated, USD",
+    metrics.NODE_ALLOCATED_COST_USD_TOTAL: "Cost of the pods on the node (their allocations), USD",
 }
 
 
@@ -94,11 +99,11 @@ class CostMetrics:
         checks: tuple[Check, ...] = (),
         *,
         totals: Mapping[LabelValues, Mapping[str, Any]] | None = None,
-        node_totals: Mapping[str, tuple[float, float]] | None = None,
+        node_totals: Mapping[str, tuple[float, float, float]] | None = None,
     ) -> None:
         """One accounting window, atomically: job flags; job totals set from ``totals`` (status.cost by
         label values), the other ``jobs`` (label values, increment) added as increments; node totals set
-        from ``node_totals`` (the ledger: usd, idle), else ``alloc``'s node costs added; the invariant
+        from ``node_totals`` (the ledger: usd, idle, allocated), else ``alloc``'s node costs added; the invariant
         checks."""
         totals = totals or {}
         with self._lock:
@@ -126,16 +131,23 @@ class CostMetrics:
                 c[metrics.JOB_GPU_SECONDS_TOTAL][lv] += float(job.gpu_seconds)
                 c[metrics.JOB_TOKENS_TOTAL][lv] += job.tokens
                 c[metrics.JOB_STEPS_TOTAL][lv] += job.executed_steps
+                c[metrics.JOB_GPU_ENERGY_JOULES_TOTAL][lv] += job.energy_j
+                c[metrics.JOB_CARBON_GRAMS_TOTAL][lv] += job.carbon_g
+            node_metrics = (
+                metrics.NODE_COST_USD_TOTAL,
+                metrics.NODE_IDLE_COST_USD_TOTAL,
+                metrics.NODE_ALLOCATED_COST_USD_TOTAL,
+            )
             if node_totals is not None:
-                self._counters[metrics.NODE_COST_USD_TOTAL].clear()
-                self._counters[metrics.NODE_IDLE_COST_USD_TOTAL].clear()
-                for name, (usd, idle) in node_totals.items():
-                    self._counters[metrics.NODE_COST_USD_TOTAL][(name,)] = usd
-                    self._counters[metrics.NODE_IDLE_COST_USD_TOTAL][(name,)] = idle
+                for m in node_metrics:
+                    self._counters[m].clear()
+                for name, values in node_totals.items():
+                    for m, v in zip(node_metrics, values, strict=True):
+                        self._counters[m][(name,)] = v
             else:
                 for n in alloc.nodes:
-                    self._counters[metrics.NODE_COST_USD_TOTAL][(n.name,)] += float(n.usd)
-                    self._counters[metrics.NODE_IDLE_COST_USD_TOTAL][(n.name,)] += float(n.idle_usd)
+                    for m, d in zip(node_metrics, (n.usd, n.idle_usd, n.allocated_usd), strict=True):
+                        self._counters[m][(n.name,)] += float(d)
             self._runs["ok"] += 1
 
     def run_failed(self) -> None:
@@ -156,11 +168,14 @@ class CostMetrics:
             else:
                 self._projected[lv] = projected
 
-    def set_node_hourly(self, node: str, instance_type: str, capacity_type: str, source: str, usd: float) -> None:
+    def set_node_hourly(
+        self, node: str, instance_type: str, capacity_type: str, source: str, usd: float, *, provider_id: str = ""
+    ) -> None:
+        """The node's price; ``provider_id`` (its spec.providerID) lets a bill's resource IDs find the node."""
         with self._lock:
             for key in [k for k in self._hourly if k[0] == node]:
                 del self._hourly[key]
-            self._hourly[(node, instance_type, capacity_type, source)] = usd
+            self._hourly[(node, instance_type, capacity_type, source, provider_id)] = usd
 
     def value(self, metric: str, label_values: LabelValues) -> float:
         with self._lock:
@@ -207,7 +222,7 @@ class CostMetrics:
         g = GaugeMetricFamily(
             metrics.NODE_HOURLY_COST_USD,
             "Hourly price of the node",
-            labels=["node", "instance_type", "capacity_type", "price_source"],
+            labels=["node", "instance_type", "capacity_type", "price_source", "provider_id"],
         )
         for lv, v in sorted(hourly.items()):
             g.add_metric(list(lv), v)

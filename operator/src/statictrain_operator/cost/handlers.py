@@ -124,8 +124,9 @@ class CostRuntime:
             if hourly:
                 source = merged.get(labels.PRICE_SOURCE, "")
                 self.metrics.set_node_hourly(
-                    facts.name, facts.instance_type or "", facts.capacity_type, source, float(hourly)
-                )
+                    facts.name, facts.instance_type or "", facts.capacity_type, source, float(hourly),
+                    provider_id=str((node.get("spec") or {}).get("providerID") or ""),
+                )  # fmt: skip
         return patches
 
     async def annotate(self, nodes: list[dict[str, Any]]) -> int:

@@ -17,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from statictrain import labels, metrics
+from statictrain.carbon import GridIntensity
 from statictrain.cost import (
     DEFAULT_WEIGHTS,
     IDLE_THRESHOLD,
@@ -53,6 +54,7 @@ __all__ = [
     "parse_time",
     "pod_info",
     "prev_query",
+    "series_key",
     "usage_queries",
 ]
 
@@ -144,12 +146,17 @@ def _capacity(node: Mapping[str, Any], resource: str) -> float:
 
 
 def node_info(
-    node: Mapping[str, Any], price_now: Callable[[NodeFacts], Decimal], weights: ResourcePrices = DEFAULT_WEIGHTS
+    node: Mapping[str, Any],
+    price_now: Callable[[NodeFacts], Decimal],
+    weights: ResourcePrices = DEFAULT_WEIGHTS,
+    carbon: GridIntensity | None = None,
 ) -> NodeInfo:
-    """A node (GPU or CPU-only) with its hourly price from the annotator's annotation (or priced now if missing).
+    """A node (GPU or CPU-only) with its hourly price from the annotator's annotation (or priced now if missing)
+    and its grid carbon intensity (``carbon``; none without it).
 
     A malformed, zero or non-finite annotation is not the node's price: the node is priced now (catalog)
-    and its pods' jobs are flagged ``node-price-annotation-invalid`` (logged with the node's name)."""
+    and its pods' jobs are flagged ``node-price-annotation-invalid`` (logged with the node's name). A malformed
+    intensity annotation is logged, and the node's carbon is unknown (flagged on its jobs)."""
     facts = node_facts(node)
     ann = (node.get("metadata") or {}).get("annotations") or {}
     raw = ann.get(labels.HOURLY_COST)
@@ -165,6 +172,9 @@ def node_info(
     if hourly is None:
         hourly = price_now(facts)
     meta = node.get("metadata") or {}
+    intensity, source = carbon.of(node) if carbon is not None else (None, "unknown")
+    if intensity is None and source != "unknown":
+        log.warning("%s; the node's carbon is unknown (jobs flagged carbon-intensity-unknown)", source)
     return NodeInfo(
         facts.name,
         hourly,
@@ -175,6 +185,7 @@ def node_info(
         present_to=parse_time(meta.get("deletionTimestamp")),
         weights=weights,
         price_flag=flag,
+        grid_intensity=intensity,
     )
 
 
@@ -185,9 +196,11 @@ COUNTERS = {
     "steps": metrics.TRAIN_STEPS_TOTAL,
     "compile": metrics.TRAIN_COMPILE_SECONDS,
     "idle": metrics.GPU_IDLE_SECONDS_TOTAL,
+    "energy": metrics.GPU_ENERGY_JOULES_TOTAL,
 }
 """Per-process counters of the sidecar, keyed by pod_uid (compile seconds only grow within a process; the
-idle counter is read at the accounting threshold only, see ``_counter_labels``)."""
+idle counter is read at the accounting threshold only, see ``_counter_labels``). The energy counter is one
+series per GPU (``gpu_uuid``) and counts from when the driver loaded, not from 0 (see ``cost``)."""
 HELD = {"util": metrics.GPU_UTILIZATION_RATIO, "step": metrics.TRAIN_STEP}
 """Gauges held until their next sample, keyed by pod_uid."""
 CADVISOR_CPU = "container_cpu_usage_seconds_total"
@@ -220,6 +233,13 @@ def prev_query(
     """The last value before the window of counter ``key`` for these pod UIDs, looking back ``lookback_s``."""
     sel = selector(COUNTERS[key], _counter_labels(key, idle_below), any_of={"pod_uid": sorted(set(uids))})
     return f"last_over_time({sel}[{range_duration(lookback_s)}])", window.start - EPSILON_S
+
+
+def series_key(series_labels: Mapping[str, str]) -> str:
+    """What a counter's last value further back is keyed by: its pod UID, and its GPU for per-GPU series."""
+    uid = series_labels.get("pod_uid", "")
+    gpu = series_labels.get("gpu_uuid")
+    return f"{uid}/{gpu}" if gpu else uid
 
 
 def _ms(t: float) -> int:
@@ -266,7 +286,7 @@ def build_usage(
     """Per pod UID usage for ``window`` from the raw series of :func:`usage_queries`.
 
     ``pod_uids`` maps (namespace, pod name) to UID for cAdvisor's series (which carry
-    no UID); ``prevs`` holds, per counter key and UID, a last value found further back.
+    no UID); ``prevs`` holds, per counter key and :func:`series_key`, a last value found further back.
     """
     pod_uids = pod_uids or {}
     prevs = prevs or {}
@@ -288,7 +308,7 @@ def build_usage(
         for s in series.get(key, ()):
             uid = s.labels.get("pod_uid")
             if uid:
-                counters[uid][key].append(_counter(s.samples, window, prevs.get(key, {}).get(uid)))
+                counters[uid][key].append(_counter(s.samples, window, prevs.get(key, {}).get(series_key(s.labels))))
     for s in series.get("cpu", ()):
         uid = pod_uids.get((s.labels.get("namespace", ""), s.labels.get("pod", "")))
         if uid:
@@ -309,5 +329,6 @@ def build_usage(
             cpu_seconds=cpu.get(uid, []),
             memory_bytes=mem.get(uid, []),
             idle_gpu_seconds=c.get("idle", []),
+            gpu_energy=c.get("energy", []),
         )
     return out

@@ -2,7 +2,8 @@
 cost state that survives operator restarts.
 
 :class:`CostState` is kept in a ConfigMap (``STATICTRAIN_COST_STATE_CONFIGMAP``): how far nodes are
-accounted and each node's cost and idle totals. A restarted operator resumes node accounting where
+accounted and each node's cost, idle and allocated (its pods')
+totals. A restarted operator resumes node accounting where
 it says and exports the same totals, so node counters neither reset nor lose a window.
 
 :class:`Ledger` (in memory) holds pods and nodes seen by earlier runs until their cost is accounted.
@@ -35,21 +36,21 @@ class CostState:
 
     accounted_to: float | None = None
     """End of the last accounted window (Unix seconds); None: never."""
-    nodes: dict[str, tuple[Decimal, Decimal]] = field(default_factory=dict)
-    """node -> (cost, idle cost) totals in USD."""
+    nodes: dict[str, tuple[Decimal, Decimal, Decimal]] = field(default_factory=dict)
+    """node -> (cost, idle cost, allocated cost) totals in USD."""
 
     def add(self, end: float, nodes: Sequence[NodeCost]) -> None:
         for n in nodes:
-            usd, idle = self.nodes.get(n.name, (ZERO, ZERO))
-            self.nodes[n.name] = (usd + n.usd, idle + n.idle_usd)
+            usd, idle, allocated = self.nodes.get(n.name, (ZERO, ZERO, ZERO))
+            self.nodes[n.name] = (usd + n.usd, idle + n.idle_usd, allocated + n.allocated_usd)
         self.accounted_to = end
 
-    def floats(self) -> dict[str, tuple[float, float]]:
-        return {name: (float(u), float(i)) for name, (u, i) in self.nodes.items()}
+    def floats(self) -> dict[str, tuple[float, float, float]]:
+        return {name: (float(u), float(i), float(a)) for name, (u, i, a) in self.nodes.items()}
 
     def to_json(self) -> str:
-        doc = {"accountedTo": self.accounted_to, "nodes": {k: [f"{u:f}", f"{i:f}"] for k, (u, i) in self.nodes.items()}}
-        return json.dumps(doc, sort_keys=True)
+        nodes = {k: [f"{u:f}", f"{i:f}", f"{a:f}"] for k, (u, i, a) in self.nodes.items()}
+        return json.dumps({"accountedTo": self.accounted_to, "nodes": nodes}, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> CostState:
@@ -57,12 +58,18 @@ class CostState:
         try:
             doc = json.loads(text)
             end = doc.get("accountedTo")
-            nodes = {str(k): (Decimal(v[0]), Decimal(v[1])) for k, v in (doc.get("nodes") or {}).items()}
+            nodes = {str(k): _totals(v) for k, v in (doc.get("nodes") or {}).items()}
             return cls(float(end) if end is not None else None, nodes)
         except (ValueError, TypeError, KeyError, IndexError, InvalidOperation, AttributeError) as e:
             raise ValueError(
                 f"cost state is not what the operator writes ({e}); delete the ConfigMap to start over"
             ) from None
+
+
+def _totals(v: Sequence[str]) -> tuple[Decimal, Decimal, Decimal]:
+    """A node's saved totals; a state saved before allocated totals were kept: allocated = cost - idle."""
+    usd, idle = Decimal(v[0]), Decimal(v[1])
+    return usd, idle, Decimal(v[2]) if len(v) > 2 else usd - idle
 
 
 @dataclass

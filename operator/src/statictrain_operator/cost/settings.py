@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from statictrain import envconfig
+from statictrain.carbon import GridIntensity, parse_overrides, shipped_table
 from statictrain.cost import IDLE_THRESHOLD, ResourcePrices
 from statictrain.money import parse_usd
 
@@ -63,6 +64,14 @@ class CostSettings:
     """Seconds between live price refreshes."""
     live_max_age_h: float = 24.0
     """Hours after which live quotes are flagged stale."""
+    pue: float = 1.0
+    """Power usage effectiveness of the data centres: a job's carbon is its GPU energy x this x its nodes' grid
+    intensity. 1.0 counts the GPUs' own energy only; set your provider's or data centre's published figure
+    (hyperscalers publish fleet averages of about 1.1-1.2)."""
+    grid_intensity: str = ""
+    """Grid carbon intensity per region, ``region=gCO2e-per-kWh,...`` (e.g. ``us-east-1=380``); wins over the
+    shipped table of public annual averages, loses to a node's own annotation or label
+    ``statictrain.io/grid-intensity-gco2e-per-kwh``."""
     enabled: bool = True
     """Run the node price annotator and the accounting loop."""
 
@@ -79,6 +88,9 @@ class CostSettings:
             raise ValueError(
                 "STATICTRAIN_COST_COUNTER_LOOKBACK_S must be positive and STATICTRAIN_COST_USAGE_GRACE_S not negative"
             )
+        if not 1.0 <= self.pue <= 3.0:
+            raise ValueError(f"STATICTRAIN_COST_PUE must be within 1.0..3.0, got {self.pue}")
+        _ = self.carbon  # validates STATICTRAIN_COST_GRID_INTENSITY
         for var, ref in (
             ("CUSTOM_PRICES_CONFIGMAP", self.custom_prices_configmap),
             ("STATE_CONFIGMAP", self.state_configmap),
@@ -93,6 +105,11 @@ class CostSettings:
             raise ValueError(f"STATICTRAIN_COST_PRICE_SPLIT {self.price_split!r} must be three decimals gpu,cpu,memory")
         g, c, m = (parse_usd(p, what="STATICTRAIN_COST_PRICE_SPLIT part") for p in parts)
         return ResourcePrices(gpu=g, cpu=c, memory=m)
+
+    @property
+    def carbon(self) -> GridIntensity:
+        """Where nodes' grid intensities come from: annotation or label, this setting, the shipped table."""
+        return GridIntensity(parse_overrides(self.grid_intensity), shipped_table())
 
     @property
     def default_gpu_price(self) -> Decimal:

@@ -6,8 +6,11 @@ string), ``steps`` (progress, rounded for display), ``progressSteps``,
 ranks, so progress can be a half step; lost steps compare the unrounded ones), ``steadyUSD``/``steadySteps`` (the cost
 per step that prices lost work) and ``stepMark`` (the job's step at ``updated``,
 where the next window starts). ``projectedUSD``, ``projectedBasis`` and
-``steadyUSDPerStep`` are the cost to finish (cost.projection). Tokens of a status written before they existed
-are recovered from ``usd`` and ``usdPer1MTokens``.
+``steadyUSDPerStep`` are the cost to finish (cost.projection).
+``gpuEnergyKWh`` and ``carbonKgCO2e`` are the GPU energy and its carbon so far (decimal strings; see
+statictrain.cost). ``readable`` holds the money people read in ``kubectl get stj``
+(three significant digits, ``$``); the decimal strings beside it are the figures. Tokens
+of a status written before they existed are recovered from ``usd`` and ``usdPer1MTokens``.
 """
 
 from __future__ import annotations
@@ -17,8 +20,8 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from statictrain.cost import QUANTUM, JobCost, JobTotals, fold_job
-from statictrain.money import ZERO, format_usd, to_decimal
+from statictrain.cost import JOULES_PER_KWH, QUANTUM, JobCost, JobTotals, fold_job
+from statictrain.money import ZERO, format_usd, readable_usd, to_decimal
 
 from statictrain_operator.cost.projection import PerStep, project
 
@@ -99,6 +102,8 @@ def accumulate(
         return format_usd(_dec(prev.get(name)) + (value if inc else ZERO), quantum=TOTAL)
 
     gpu_hours = _dec(prev.get("gpuHours")) + ((inc.gpu_seconds / HOUR) if inc else ZERO)
+    kwh = _dec(prev.get("gpuEnergyKWh")) + (to_decimal(inc.energy_j / JOULES_PER_KWH) if inc else ZERO)
+    carbon_kg = _dec(prev.get("carbonKgCO2e")) + (to_decimal(inc.carbon_g / 1000.0) if inc else ZERO)
     tokens = tokens0 + (Decimal(repr(inc.tokens)) if inc else ZERO)
     steps = Decimal(repr(t.steps))
     mark = inc.step_mark if inc is not None and inc.step_mark is not None else step_mark(prev)
@@ -129,15 +134,26 @@ def accumulate(
         "progressSteps": _count(t.steps),
         "stepsExecuted": _count(t.executed_steps),
         "lostSteps": _count(t.lost_steps),
+        "gpuEnergyKWh": format_usd(kwh, quantum=TOTAL),  # running totals: at 1e-9 each window's rounding adds up
+        "carbonKgCO2e": format_usd(carbon_kg, quantum=TOTAL),
         "steadyUSD": format_usd(t.steady_usd, quantum=TOTAL),
         "steadySteps": _count(t.steady_steps),
         "stepMark": _count(mark) if mark is not None else "",
         "updated": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
+    out["readable"] = _readable(out)
     flags = _flags(prev.get("flags"), inc.flags if inc is not None else set())
     if flags:
         out["flags"] = flags
     return out
+
+
+def _readable(cost: Mapping[str, str]) -> dict[str, str]:
+    """The money of ``cost`` for people (printer columns): ``$0.0394``; "" where the figure is ""."""
+    return {
+        name: readable_usd(Decimal(cost[name])) if cost.get(name) else ""
+        for name in ("usd", "projectedUSD", "usdPer1MTokens")
+    }
 
 
 def _flags(prev: object, raised: set[str]) -> dict[str, str]:

@@ -3,7 +3,8 @@
 At the top, three plain sentences (report.summary). Charts (report.svg), each with
 axis values and units: cost so far per job over time (lines), cost per bucket per
 namespace (stacked columns), the GPU / CPU / memory split of the cost per group
-(whole-pod pricing), $/1M tokens per commit, and the idle share. Deterministic:
+(whole-pod pricing), $/1M tokens per commit, the idle share, and (when the GPUs' energy
+counters recorded any) GPU energy and its carbon per group. Deterministic:
 the same report renders to the same bytes.
 """
 
@@ -12,10 +13,13 @@ from __future__ import annotations
 from html import escape
 from itertools import accumulate
 
-from statictrain_operator.report.model import Report, fmt_time, money
+from statictrain.cost import JOULES_PER_KWH
+from statictrain.money import readable, to_decimal
+
+from statictrain_operator.report.model import Report, fmt_time
 from statictrain_operator.report.summary import sentences
 from statictrain_operator.report.svg import PALETTE, WIDTH, hbars, lines_over_time, stacked_columns
-from statictrain_operator.report.text import COLUMNS, _key_names, _row_values, _summary
+from statictrain_operator.report.text import COLUMNS, _key_names, _summary, row_values, usd_for_people
 
 __all__ = ["MAX_LINES", "PALETTE", "to_html"]
 
@@ -61,12 +65,12 @@ def _idle_chart(report: Report) -> str:
         w = (WIDTH - 2 * pad) * v / total
         out.append(
             f'<rect class="mark" x="{x:.2f}" y="10" width="{w:.2f}" height="30" fill="{color}">'
-            f"<title>{label}: {money(v)} USD</title></rect>"
+            f"<title>{label}: {usd_for_people(v)}</title></rect>"
         )
         out.append(
             f'<rect x="{pad}" y="{66 + 18 * i}" width="10" height="10" fill="{color}"/>'
             f'<text x="{pad + 15}" y="{75 + 18 * i}" font-size="12">{label} {100 * v / total:.1f}% '
-            f"({money(v, 2)} USD)</text>"
+            f"({usd_for_people(v)})</text>"
         )
         x += w
     for pct in (0, 25, 50, 75, 100):
@@ -77,12 +81,32 @@ def _idle_chart(report: Report) -> str:
     return "".join(out)
 
 
+def _energy(report: Report) -> str:
+    """GPU energy (kWh) and carbon (kg CO2e) per group, or why there are none."""
+    rows = [r for r in report.rows if r.gpu_energy_j > 0][:MAX_BARS]
+    if not rows:
+        return "<p>No GPU energy recorded in the window (no sidecar energy counters, or no GPU jobs).</p>"
+    names = ["/".join(r.key) for r in rows]
+    total_kwh = sum(r.gpu_energy_j for r in report.rows) / JOULES_PER_KWH
+    total_kg = sum(r.carbon_g for r in report.rows) / 1000
+    return (
+        f"<p>GPU energy {readable(to_decimal(total_kwh))} kWh, carbon {readable(to_decimal(total_kg))} kg CO2e "
+        "(energy x PUE x each node's grid intensity). CPU and memory energy are not counted.</p>"
+        + hbars(f"GPU energy per {report.group_by}", names, [(r.gpu_energy_j / JOULES_PER_KWH,) for r in rows],
+                ("energy",), "kWh")
+        + hbars(f"carbon per {report.group_by}", names, [(r.carbon_g / 1000,) for r in rows], ("carbon",),
+                "kg CO2e")
+    )  # fmt: skip
+
+
 def to_html(report: Report) -> str:
     s = _summary(report)
     window = f"[{fmt_time(report.window.start)}, {fmt_time(report.window.end)})"
     head = [*_key_names(report), *COLUMNS]
     rows = "".join(
-        "<tr>" + "".join(f"<td>{escape(str(v))}</td>" for v in [*r.key, *_row_values(r).values()]) + "</tr>"
+        "<tr>"
+        + "".join(f"<td>{escape(v)}</td>" for v in [*r.key, *(row_values(r, for_people=True)[c] for c in COLUMNS)])
+        + "</tr>"
         for r in report.rows
     )
     commits = [(c, usd / tok * 1e6) for c, (usd, tok) in report.commit_tokens.items() if tok > 0]
@@ -100,7 +124,8 @@ td:first-child{{text-align:left}}#summary li{{margin:.3em 0}}</style>
 <h1>statictrain cost by {escape(report.group_by)}</h1>
 <ul id="summary">{summary}</ul>
 <p>Window {escape(window)} UTC (half-open), filters: {escape(filters)}.
-Jobs {s["jobs_usd"]} USD + unallocated {s["node_idle_usd"]} USD; nodes {s["node_usd"]} USD;
+Jobs {usd_for_people(report.jobs_usd)} + unallocated {usd_for_people(report.node_idle_usd)};
+nodes {usd_for_people(report.node_usd)};
 (jobs+idle)/nodes = {s["jobs_plus_idle_over_node_cost"] or "n/a (filtered)"};
 idle share {s["idle_share"] or "n/a"}.</p>
 <h2>Cost so far per job</h2>
@@ -116,6 +141,8 @@ idle share {s["idle_share"] or "n/a"}.</p>
        "USD per 1M tokens")}
 <h2>Idle share of node cost</h2>
 {_idle_chart(report)}
+<h2>GPU energy and carbon per {escape(report.group_by)}</h2>
+{_energy(report)}
 <h2>Table</h2>
 <table><tr>{"".join(f"<th>{escape(h)}</th>" for h in head)}</tr>{rows}</table>
 </body></html>

@@ -63,12 +63,15 @@ JOB_METRICS = {
     "gpu_seconds": metrics.JOB_GPU_SECONDS_TOTAL,
     "tokens": metrics.JOB_TOKENS_TOTAL,
     "executed_steps": metrics.JOB_STEPS_TOTAL,
+    "gpu_energy_j": metrics.JOB_GPU_ENERGY_JOULES_TOTAL,
+    "carbon_g": metrics.JOB_CARBON_GRAMS_TOTAL,
 }
 FLAGS_METRIC = metrics.JOB_COST_FLAGS_TOTAL
 """Accounting windows in which a job's cost data had a problem, per flag (label ``flag``)."""
 NODE_METRICS = {
     "node_usd": metrics.NODE_COST_USD_TOTAL,
     "node_idle_usd": metrics.NODE_IDLE_COST_USD_TOTAL,
+    "node_allocated_usd": metrics.NODE_ALLOCATED_COST_USD_TOTAL,
     "invariant_failures": metrics.COST_INVARIANT_FAILURES_TOTAL,
 }
 INVARIANT_TOLERANCE = 1e-6
@@ -170,6 +173,10 @@ class Row:
     tokens: float = 0.0
     executed_steps: float = 0.0
     """Steps executed, recomputed ones included (mean over ranks)."""
+    gpu_energy_j: float = 0.0
+    """GPU energy, joules (the sidecars' energy counters; CPU and memory not counted)."""
+    carbon_g: float = 0.0
+    """Carbon of that energy (x PUE x grid intensity), gCO2e."""
     flags: dict[str, float] = field(default_factory=dict)
     """Flag (e.g. utilization-gaps, node-price-annotation-invalid) -> accounting windows that raised it."""
 
@@ -204,6 +211,13 @@ class Report:
     """(namespace, job_name) -> cost per bucket, whatever the report is grouped by."""
     job_commits: dict[tuple[str, str], str] = field(default_factory=dict)
     """(namespace, job_name) -> its commit label."""
+    job_fields: dict[tuple[str, str], dict[str, list[float]]] = field(default_factory=dict)
+    """(namespace, job_name) -> Row field -> its value per bucket (the FOCUS export's rows)."""
+    job_labels: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    """(namespace, job_name) -> the job's labels: commit and team from its metrics, all of them from its
+    object when the report comes from statuses."""
+    nodes: dict[str, dict[str, list[float]]] = field(default_factory=dict)
+    """node -> node_usd / node_idle_usd / node_allocated_usd per bucket."""
 
     @property
     def jobs_usd(self) -> float:
@@ -247,6 +261,8 @@ def build_report(
     commit: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
     job_buckets: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0] * window.buckets)
     job_commits: dict[tuple[str, str], str] = {}
+    job_fields: dict[tuple[str, str], dict[str, list[float]]] = defaultdict(dict)
+    job_labels: dict[tuple[str, str], dict[str, str]] = {}
     seen_any = False
     for field_name in JOB_METRICS:
         for s in job_series.get(field_name, ()):
@@ -256,12 +272,16 @@ def build_report(
             key = tuple(s.labels.get(lbl, "") for lbl in GROUP_LABELS[group_by])
             row = rows.setdefault(key, Row(key))
             setattr(row, field_name, getattr(row, field_name) + total)
+            jk = (s.labels.get("namespace", ""), s.labels.get("job_name", ""))
+            per_bucket = job_fields[jk].setdefault(field_name, [0.0] * window.buckets)
+            for i, v in enumerate(d):
+                per_bucket[i] += v
+            job_labels[jk] = {"commit": s.labels.get("commit", ""), "team": s.labels.get("team", "")}
             if field_name == "usd":
                 ns = ns_buckets[s.labels.get("namespace", "")]
                 for i, v in enumerate(d):
                     ns[i] += v
                 commit[s.labels.get("commit", "")][0] += total
-                jk = (s.labels.get("namespace", ""), s.labels.get("job_name", ""))
                 job_buckets[jk] = [a + b for a, b in zip(job_buckets[jk], d, strict=True)]
                 job_commits[jk] = s.labels.get("commit", "")
             elif field_name == "tokens":
@@ -272,17 +292,22 @@ def build_report(
         if n > 0 and key in rows:
             flag = s.labels.get("flag", "")
             rows[key].flags[flag] = rows[key].flags.get(flag, 0.0) + n
-    node_totals = {"node_usd": 0.0, "node_idle_usd": 0.0}
+    node_totals = {"node_usd": 0.0, "node_idle_usd": 0.0, "node_allocated_usd": 0.0}
+    nodes: dict[str, dict[str, list[float]]] = defaultdict(dict)
     failures: dict[str, float] = {}
     for field_name in NODE_METRICS:
         for s in node_series.get(field_name, ()):
-            total = math.fsum(_deltas(s.samples, first, step, window.buckets))
+            d = _deltas(s.samples, first, step, window.buckets)
+            total = math.fsum(d)
             if field_name == "invariant_failures":
                 name = s.labels.get("invariant", "")
                 failures[name] = failures.get(name, 0.0) + total
                 continue
             seen_any = seen_any or bool(s.samples)
             node_totals[field_name] += total
+            per_bucket = nodes[s.labels.get("node", "")].setdefault(field_name, [0.0] * window.buckets)
+            for i, v in enumerate(d):
+                per_bucket[i] += v
     if not seen_any:
         raise EmptyWindowError(
             f"no cost data in [{fmt_time(window.start)}, {fmt_time(window.end)}): Prometheus holds no "
@@ -301,6 +326,9 @@ def build_report(
         invariant_failures=failures,
         job_buckets=dict(sorted(job_buckets.items())),
         job_commits=dict(sorted(job_commits.items())),
+        job_fields=dict(sorted(job_fields.items())),
+        job_labels=dict(sorted(job_labels.items())),
+        nodes=dict(sorted(nodes.items())),
     )
 
 

@@ -17,6 +17,7 @@ from statictrain import labels
 
 from statictrain_operator.report.model import (
     GROUP_LABELS,
+    JOB_METRICS,
     EmptyWindowError,
     GroupBy,
     Report,
@@ -62,6 +63,8 @@ def status_report(
     """Lifetime cost from status.cost, over [earliest job creation, now)."""
     filters = filters or {}
     rows: dict[tuple[str, ...], Row] = {}
+    per_job: dict[tuple[str, str], Row] = {}
+    job_labels: dict[tuple[str, str], dict[str, str]] = {}
     starts: list[datetime] = []
     for job in jobs:
         if not matches(job, filters):
@@ -72,26 +75,43 @@ def status_report(
             starts.append(parse_utc(created))
         ident = _identity(job)
         key = tuple(ident[k] for k in GROUP_LABELS[group_by])
-        row = rows.setdefault(key, Row(key))
-        usd = _f(cost.get("usd"))
-        row.usd += usd
-        row.idle_usd += _f(cost.get("idleUSD"))
-        row.compile_usd += _f(cost.get("compileUSD"))
-        row.lost_usd += _f(cost.get("lostWorkUSD"))
-        row.gpu_seconds += _f(cost.get("gpuHours")) * 3600
-        row.gpu_usd += _f(cost.get("gpuUSD"))
-        row.cpu_usd += _f(cost.get("cpuUSD"))
-        row.memory_usd += _f(cost.get("memoryUSD"))
-        row.lost_steps += _f(cost.get("lostSteps"))
-        per_1m, per_step = _f(cost.get("usdPer1MTokens")), _f(cost.get("usdPerStep"))
-        row.tokens += _f(cost["tokens"]) if cost.get("tokens") else (usd / per_1m * 1e6 if per_1m > 0 else 0.0)
-        useful = _f(cost["steps"]) if cost.get("steps") else (usd / per_step if per_step > 0 else 0.0)
-        row.executed_steps += useful + _f(cost.get("lostSteps"))
+        jk = (ident["namespace"], ident["job_name"])
+        job_labels[jk] = {"commit": ident["commit"], "team": ident["team"],
+                          **((job.get("metadata") or {}).get("labels") or {})}  # fmt: skip
+        for row in (rows.setdefault(key, Row(key)), per_job.setdefault(jk, Row(jk))):
+            _add_status(row, cost)
     if not rows:
         raise EmptyWindowError("no StaticTrainingJob matches; check the filters and the kubeconfig's cluster")
     start = min(starts, default=now)
     window = ReportWindow(min(start, now - timedelta(seconds=1)), now, buckets=1)
     ordered = sorted(rows.values(), key=lambda r: (-round(r.usd, 9), r.key))
     return Report(
-        window=window, group_by=group_by, filters=dict(filters), rows=ordered, node_usd=0.0, node_idle_usd=0.0
+        window=window,
+        group_by=group_by,
+        filters=dict(filters),
+        rows=ordered,
+        node_usd=0.0,
+        node_idle_usd=0.0,
+        job_fields={k: {f: [getattr(r, f)] for f in JOB_METRICS} for k, r in sorted(per_job.items())},
+        job_labels=dict(sorted(job_labels.items())),
     )
+
+
+def _add_status(row: Row, cost: Mapping[str, Any]) -> None:
+    """Add one job's status.cost to ``row``."""
+    usd = _f(cost.get("usd"))
+    row.usd += usd
+    row.idle_usd += _f(cost.get("idleUSD"))
+    row.compile_usd += _f(cost.get("compileUSD"))
+    row.lost_usd += _f(cost.get("lostWorkUSD"))
+    row.gpu_seconds += _f(cost.get("gpuHours")) * 3600
+    row.gpu_usd += _f(cost.get("gpuUSD"))
+    row.cpu_usd += _f(cost.get("cpuUSD"))
+    row.memory_usd += _f(cost.get("memoryUSD"))
+    row.lost_steps += _f(cost.get("lostSteps"))
+    row.gpu_energy_j += _f(cost.get("gpuEnergyKWh")) * 3.6e6
+    row.carbon_g += _f(cost.get("carbonKgCO2e")) * 1000
+    per_1m, per_step = _f(cost.get("usdPer1MTokens")), _f(cost.get("usdPerStep"))
+    row.tokens += _f(cost["tokens"]) if cost.get("tokens") else (usd / per_1m * 1e6 if per_1m > 0 else 0.0)
+    useful = _f(cost["steps"]) if cost.get("steps") else (usd / per_step if per_step > 0 else 0.0)
+    row.executed_steps += useful + _f(cost.get("lostSteps"))

@@ -12,15 +12,14 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from statictrain_operator.report.model import Report
+from statictrain_operator.report.text import usd_for_people
 
 __all__ = ["Regression", "commit_order", "sentences", "usd", "worst_regression"]
 
 
 def usd(value: float) -> str:
-    """Dollars for people: cents from one cent up, three significant digits below."""
-    if value == 0:
-        return "0 USD"
-    return f"{value:,.2f} USD" if abs(value) >= 0.01 else f"{value:.3g} USD"
+    """Dollars for people: three significant digits and a ``$`` sign (``$0.0394``, ``$16.0``)."""
+    return usd_for_people(value)
 
 
 def commit_order(report: Report) -> list[str]:
