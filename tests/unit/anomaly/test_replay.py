@@ -149,3 +149,9 @@ def test_cli_says_what_to_fix_for_a_bad_folder_or_labels(tmp_path: Path) -> None
 )
 def test_timestamps_unix_or_iso(text: str, want: float) -> None:
     assert replay_cli.parse_time(text) == want
+
+
+def test_the_readme_lists_every_metric_file_of_the_replay_with_its_unit() -> None:
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`") for line in readme.splitlines() if line.startswith("| `")}
+    assert set(rp.UNITS) <= rows
