@@ -19,6 +19,7 @@ right action, wrong actions, and actions on series labelled clean.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 import statistics
@@ -382,8 +383,17 @@ def replay(rec: Recording, s: ReplaySettings) -> Replay:
     out.expected_step_s = statistics.median(steps) if steps else 0.0
     record = hist.Record(History())
     usd = _usd_per_1m(rec, series, s)
+    if not (math.isfinite(s.interval_s) and s.interval_s > 0):
+        raise ValueError(f"interval_s must be a positive number of seconds, got {s.interval_s}")
+    samples = sorted({t for ts, _ in series.values() for t in ts})
     t = t0 + s.interval_s
     while t <= t_end + s.interval_s:
+        i = bisect.bisect_right(samples, t - s.lookback_s)
+        if i == len(samples) or samples[i] > t:  # nothing in the lookback window: skip to the next sample
+            t += math.ceil((samples[min(i, len(samples) - 1)] - t) / s.interval_s) * s.interval_s
+            if i == len(samples) or t > t_end + s.interval_s:
+                break
+            continue
         tick, record = _tick(rec, series, usd, problems, t, s, record)
         out.ticks.append(tick)
         t += s.interval_s

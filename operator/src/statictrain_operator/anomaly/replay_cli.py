@@ -42,15 +42,21 @@ __all__ = [
 ]
 
 
+LATEST_TIME = datetime(9999, 12, 30, tzinfo=UTC).timestamp()
+"""Timestamps are unix seconds from 1970 to the year 9999 (what a datetime can hold)."""
+
+
 def parse_time(text: str) -> float:
     """Unix seconds from unix seconds or ISO 8601 (naive times are UTC); ValueError otherwise."""
     text = text.strip()
     try:
-        return float(text)
+        t = float(text)
     except ValueError:
-        pass
-    t = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).timestamp()
+        d = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        t = (d if d.tzinfo else d.replace(tzinfo=UTC)).timestamp()
+    if not 0 <= t <= LATEST_TIME:  # NaN too
+        raise ValueError(f"{text[:40]!r} is not a time from 1970 to 9999")
+    return t
 
 
 def read_csv(path: Path) -> tuple[rp.Series, list[str]]:
@@ -140,12 +146,17 @@ def read_labels(path: Path) -> dict[str, list[rp.Window]]:
         if isinstance(value, dict):
             default_class = str(value.get("class", default_class))
             items = value.get("windows", [])
+        if not isinstance(items, list):
+            raise ValueError(f"{path}: {key}: windows must be a list of [start, end], got {str(items)[:60]}")
         windows = []
         for w in items:
-            if not isinstance(w, list | tuple) or len(w) < 2:
+            if not isinstance(w, list) or len(w) < 2:
                 raise ValueError(f"{path}: {key}: a window must be [start, end] or [start, end, class], got {w!r}")
             cls = str(w[2]) if len(w) > 2 else default_class
-            windows.append(rp.Window(parse_time(str(w[0])), parse_time(str(w[1])), cls))
+            try:
+                windows.append(rp.Window(parse_time(str(w[0])), parse_time(str(w[1])), cls))
+            except ValueError as exc:
+                raise ValueError(f"{path}: {key}: window {str(w)[:60]}: {exc}") from None
         out[name] = windows
     return out
 
@@ -304,6 +315,17 @@ def _json_default(o: object) -> object:
     return str(o)
 
 
+def _interval(text: str) -> float:
+    """--interval-s: seconds between evaluations, 1 to the replay's lookback."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not 1 <= v <= rp.ReplaySettings.lookback_s:  # NaN too
+        raise argparse.ArgumentTypeError(f"{text!r}: give seconds from 1 to {rp.ReplaySettings.lookback_s:g}")
+    return v
+
+
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register ``evaluate`` under ``statictrain anomalies``."""
     units = "\n".join(f"  {name + '.csv':<34} {unit}" for name, unit in rp.UNITS.items())
@@ -319,7 +341,7 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--labels", type=Path, help="labels JSON (fault windows per job; no windows: clean)")
     p.add_argument(
         "--interval-s",
-        type=float,
+        type=_interval,
         default=rp.ReplaySettings.interval_s,
         help="simulated seconds between evaluations (default: %(default)s)",
     )
