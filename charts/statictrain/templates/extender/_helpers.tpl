@@ -13,6 +13,10 @@ app.kubernetes.io/component: extender
 {{ include "statictrain.selectorLabels" . }}
 app.kubernetes.io/component: scheduler
 {{- end }}
+{{/* The kube-scheduler's secure port (/healthz, /livez, /readyz, /metrics). */}}
+{{- define "statictrain.scheduler.port" -}}
+10259
+{{- end }}
 {{/* URL prefix kube-scheduler posts to: {prefix}/filter and {prefix}/prioritize. */}}
 {{- define "statictrain.extender.urlPrefix" -}}
 {{- $scheme := ternary "https" "http" (ne .Values.extender.tls.secretName "") -}}
@@ -27,6 +31,9 @@ app.kubernetes.io/component: scheduler
 {{- define "statictrain.scheduler.config" -}}
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
+# No /debug/pprof on the scheduler's port (on by default in kube-scheduler).
+enableProfiling: false
+enableContentionProfiling: false
 leaderElection:
   leaderElect: {{ gt (int $.Values.extender.scheduler.replicas) 1 }}
   resourceNamespace: {{ .Release.Namespace }}
