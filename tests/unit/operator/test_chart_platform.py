@@ -204,6 +204,8 @@ def test_custom_prices_without_a_namespace_fail_with_what_to_write(value: str) -
 def test_a_scheduler_name_the_workers_do_not_use_is_refused() -> None:
     err = fails("extender.scheduler.schedulerName=other")
     assert "extender.scheduler.schedulerName (other) must equal workers.schedulerName (statictrain-scheduler)" in err
+    config = yaml.safe_load(one(render("workers.schedulerName=gpu"), "ConfigMap", "-scheduler")["data"]["config.yaml"])
+    assert [p["schedulerName"] for p in config["profiles"]] == ["gpu"]  # follows the workers by default
 
 
 # ---- images, security contexts, Prometheus -----------------------------------------------------------------------

@@ -13,6 +13,10 @@ app.kubernetes.io/component: extender
 {{ include "statictrain.selectorLabels" . }}
 app.kubernetes.io/component: scheduler
 {{- end }}
+{{/* The scheduler profile the extender serves: extender.scheduler.schedulerName, else workers.schedulerName. */}}
+{{- define "statictrain.scheduler.name" -}}
+{{- .Values.extender.scheduler.schedulerName | default .Values.workers.schedulerName }}
+{{- end }}
 {{/* The kube-scheduler's secure port (/healthz, /livez, /readyz, /metrics). */}}
 {{- define "statictrain.scheduler.port" -}}
 10259
@@ -39,7 +43,7 @@ leaderElection:
   resourceNamespace: {{ .Release.Namespace }}
   resourceName: {{ include "statictrain.scheduler.fullname" . }}
 profiles:
-- schedulerName: {{ $.Values.extender.scheduler.schedulerName }}
+- schedulerName: {{ include "statictrain.scheduler.name" . }}
   # Score every feasible node so packing sees the partly used ones.
   percentageOfNodesToScore: 100
   plugins:
