@@ -82,6 +82,9 @@ COST_INVARIANT_FAILURES_TOTAL = "statictrain_cost_invariant_failures_total"  # l
 COST_UNPRICED_PODS = "statictrain_cost_unpriced_pods"  # labels namespace, pod: 1 while a running pod is unpriced
 JOB_COST_FLAGS_TOTAL = "statictrain_job_cost_flags_total"  # label flag: utilization-gaps | counter-reset | ...
 COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label outcome: ok | error
+# label reason (statictrain.dcgm.IGNORED_REASONS): dcgm-exporter series left out of an accounting window, one per
+# series and window (GPUs of no pod, of pods that are not workers, without a GPU label, outside the pod's life)
+DCGM_SERIES_IGNORED_TOTAL = "statictrain_dcgm_series_ignored_total"
 
 # --- operator: anomaly and remediation
 ANOMALY_SCORE = "statictrain_anomaly_score"
