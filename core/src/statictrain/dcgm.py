@@ -4,8 +4,12 @@ dcgm-exporter names each GPU by ``gpu`` (index), ``UUID``, ``modelName`` and ``H
 kubelet pod-resources mapping on, the pod the GPU is allocated to by ``pod``, ``namespace`` and
 ``container``. Its fields come in DCGM's units: DCGM_FI_DEV_GPU_UTIL in percent, DCGM_FI_DEV_FB_USED in MiB,
 DCGM_FI_DEV_POWER_USAGE in W, DCGM_FI_PROF_GR_ENGINE_ACTIVE as a ratio; statictrain's figures are ratios,
-bytes and watts. :func:`attribute` maps one series to the worker pod whose lifetime holds each sample, by
-namespace and pod name (dcgm-exporter has no pod UID); a series it cannot attribute is ignored with a reason
+bytes and watts. Cost accounting reads the utilization (the one GPU figure it prices), converted to a
+ratio; ``container``, ``modelName`` and ``Hostname`` are not needed to attribute a series, and power and
+framebuffer are read by nothing yet (the anomaly detector reads the sidecars' series only).
+
+:func:`attribute` maps one series to the worker pod whose lifetime holds each sample, by namespace and pod
+name (dcgm-exporter has no pod UID); a series it cannot attribute is ignored with a reason
 (:data:`IGNORED_REASONS`), never given to another pod.
 
 Settings: ``STATICTRAIN_DCGM_<FIELD>`` (chart values ``dcgm.*``).
@@ -24,7 +28,6 @@ from statictrain.counters import Sample
 __all__ = [
     "ENV_PREFIX",
     "IGNORED_REASONS",
-    "MIB",
     "NOT_A_WORKER",
     "NO_GPU_LABEL",
     "NO_POD_LABELS",
@@ -40,7 +43,6 @@ ENV_PREFIX = "STATICTRAIN_DCGM_"
 SOURCES = ("sidecar", "dcgm", "auto")
 """Where GPU utilization comes from: the sidecars' NVML sampling (default), dcgm-exporter only, or
 dcgm-exporter for the pods whose sidecar exports no GPU series."""
-MIB = 2.0**20
 UNITS = {"percent": 0.01, "ratio": 1.0}
 """Utilization units and their factor to a ratio."""
 
@@ -65,20 +67,14 @@ class DcgmSettings:
     utilization_metric: str = "DCGM_FI_DEV_GPU_UTIL"
     """The utilization series (same definition as NVML's: share of time a kernel ran)."""
     utilization_unit: str = "percent"
-    """percent | ratio (ratio for e.g. DCGM_FI_PROF_GR_ENGINE_ACTIVE)."""
-    memory_used_metric: str = "DCGM_FI_DEV_FB_USED"
-    """Framebuffer used, MiB."""
-    power_metric: str = "DCGM_FI_DEV_POWER_USAGE"
-    """Power draw, W."""
-    engine_active_metric: str = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-    """Graphics-engine activity, a ratio (a profiling field; not every GPU or exporter has it)."""
+    """percent | ratio: ratio for DCGM_FI_PROF_GR_ENGINE_ACTIVE (graphics-engine activity, a profiling
+    field not every GPU has), to price idle time from it instead."""
     pod_label: str = "pod"
+    """The pod the GPU is allocated to (``exported_pod`` where the scrape kept the exporter's own pod)."""
     namespace_label: str = "namespace"
-    container_label: str = "container"
     gpu_label: str = "gpu"
+    """The GPU's index, used when the series has no UUID."""
     uuid_label: str = "UUID"
-    model_label: str = "modelName"
-    hostname_label: str = "Hostname"
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

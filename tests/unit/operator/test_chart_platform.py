@@ -11,6 +11,9 @@ from typing import Any
 
 import pytest
 import yaml
+from statictrain.dcgm import DcgmSettings
+from statictrain_operator.cost.settings import CostSettings
+from statictrain_operator.settings import from_env as operator_settings
 
 from ..extender.test_chart_extender import CHART, HELM
 
@@ -285,3 +288,30 @@ def test_the_all_options_values_render() -> None:
     docs = render(files=(str(CHART / "ci" / "all-options-values.yaml"),))
     kinds = {d["kind"] for d in docs}
     assert {"ServiceMonitor", "PodMonitor", "PodDisruptionBudget", "CustomResourceDefinition", "Pod"} <= kinds
+
+
+# ---- dcgm-exporter ---------------------------------------------------------------------------------------------
+
+def test_dcgm_values_reach_the_operator_s_settings_and_the_sidecar_names_are_opt_in() -> None:
+    env = env_of(render(), "st-statictrain-operator")
+    dcgm = CostSettings.from_env({k: v for k, v in env.items() if k.startswith("STATICTRAIN_DCGM_")}).dcgm
+    assert dcgm == DcgmSettings()  # the chart's defaults are the code's: the sidecars' NVML sampling
+    assert env["STATICTRAIN_OPERATOR_SIDECAR_DCGM"] == "false"
+    env = env_of(render("dcgm.source=dcgm", "dcgm.labels.pod=exported_pod", "dcgm.utilizationUnit=ratio",
+                        "dcgm.utilizationMetric=DCGM_FI_PROF_GR_ENGINE_ACTIVE", "workers.sidecar.dcgmNames=true"),
+                 "st-statictrain-operator")  # fmt: skip
+    dcgm = CostSettings.from_env({k: v for k, v in env.items() if k.startswith("STATICTRAIN_DCGM_")}).dcgm
+    assert (dcgm.source, dcgm.pod_label, dcgm.utilization_unit, dcgm.utilization_metric) == (
+        "dcgm", "exported_pod", "ratio", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    assert operator_settings(env).sidecar_dcgm is True
+
+
+@pytest.mark.parametrize(("setting", "named"), [
+    ("dcgm.source=nvml", "/dcgm/source"),
+    ("dcgm.utilizationUnit=%", "/dcgm/utilizationUnit"),
+    ("dcgm.labels.pod=", "/dcgm/labels/pod"),
+    ("dcgm.labels.podName=x", "podName"),
+])
+def test_a_bad_dcgm_value_fails_naming_it(setting: str, named: str) -> None:
+    err = fails(setting)
+    assert "values don't meet the specifications of the schema" in err and named in err, err
