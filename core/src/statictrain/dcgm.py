@@ -75,6 +75,9 @@ class DcgmSettings:
     gpu_label: str = "gpu"
     """The GPU's index, used when the series has no UUID."""
     uuid_label: str = "UUID"
+    scrape_job: str = ""
+    """Read only the series of this Prometheus ``job`` (dcgm-exporter's scrape job); empty: any. Set it when
+    other exporters' claims could reach these names (e.g. with pod_label ``exported_pod``)."""
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -10,8 +10,9 @@ backfill, so both hold exactly the same instants):
 * dcgm-exporter's shape and no statictrain GPU series: DCGM_FI_DEV_GPU_UTIL in whole percent (and
   FB_USED, POWER_USAGE, GR_ENGINE_ACTIVE) with the labels its pod-resources mapping sets (pod, namespace,
   container, gpu, UUID, modelName, Hostname), plus series that must not reach the pod: a GPU of no pod, a
-  GPU of a pod that is no worker, one without a GPU label, and one of an earlier pod of the same name, all
-  idle (any of them attributed would raise the pod's idle cost or its GPU count).
+  GPU of a pod that is no worker, one without a GPU label, one of an earlier pod of the same name, and
+  one claiming the worker's GPU from another scrape job, all idle (any of them attributed would raise the
+  pod's idle cost or its GPU count).
 
 The operator's accounting (Accountant's usage reading, then statictrain.cost.allocate) runs over both in
 120 s windows. The cost is the same; idle cost and mean utilization agree within 1 %: the sidecar's idle
@@ -46,6 +47,7 @@ NS, POD, UID, NODE = "team-a", "llm-worker-0", "0c7e5a1e-uid-of-the-worker", "gp
 UUIDS = tuple(f"GPU-5f1c0a9e-0000-4000-8000-00000000000{g}" for g in range(5))
 """GPUs 0 and 1: the worker's; 2: no pod's; 3: a notebook's; 4: an earlier pod's of the worker's name."""
 MODEL = "NVIDIA H100 80GB HBM3"
+EXPORTER = "nvidia-dcgm-exporter"
 
 
 def trace(seed: int, seconds: int) -> list[list[float]]:
@@ -94,7 +96,7 @@ def shaped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     def gpu(g: int, **extra: str) -> dict[str, str]:
         return {"gpu": str(g), "UUID": UUIDS[g], "device": f"nvidia{g}", "modelName": MODEL, "Hostname": NODE,
-                **extra}  # fmt: skip
+                "job": EXPORTER, **extra}  # fmt: skip
 
     pod = {"container": "trainer", "namespace": NS, "pod": POD}
     zero = [(t0 + k, 0.0) for k in scrapes]
@@ -107,6 +109,7 @@ def shaped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             (gpu(3, container="c", namespace=NS, pod="notebook-7f9c"), zero),  # a pod that is no worker
             (no_gpu, zero),  # the worker's labels but no GPU label
             (gpu(4, **pod), before),
+            (gpu(0, **pod, job="someone-else"), zero),  # another exporter's claim: not dcgm-exporter's job
         ],
         "DCGM_FI_DEV_FB_USED": [(gpu(g, **pod), [(t, 61440.0) for t, _ in at(g)]) for g in range(2)],
         "DCGM_FI_DEV_POWER_USAGE": [(gpu(g, **pod), [(t, 100 + 500 * v) for t, v in at(g)]) for g in range(2)],
@@ -143,7 +146,8 @@ def backfilled(root: Path, name: str, text: str) -> Iterator[str]:
 def account(url: str, shaped: dict[str, Any], source: str) -> tuple[dict[str, Decimal | float], CostMetrics]:
     """The operator's usage reading and allocation over the whole trace, window by window."""
     t0, seconds = shaped["t0"], shaped["seconds"]
-    settings = CostSettings(prometheus_url=url, interval_s=WINDOW_S, dcgm=dcgm.DcgmSettings(source=source))
+    gpu = dcgm.DcgmSettings(source=source, scrape_job=EXPORTER if source != "sidecar" else "")
+    settings = CostSettings(prometheus_url=url, interval_s=WINDOW_S, dcgm=gpu)
     cost_metrics = CostMetrics()
     acct = Accountant(kube=None, prom=HttpPrometheus(url), catalog=None, settings=settings,  # type: ignore[arg-type]
                       metrics=cost_metrics)  # fmt: skip

@@ -64,6 +64,8 @@ def test_the_source_decides_which_gpu_series_are_read() -> None:
     assert {"util", "idle", DCGM_UTIL} <= keys("auto")
     assert usage_queries(WINDOW, 600.0, gpu=dcgm.DcgmSettings(source="dcgm", utilization_metric="my_util"))[
         DCGM_UTIL][0].startswith("my_util[")  # fmt: skip
+    only = usage_queries(WINDOW, 600.0, gpu=dcgm.DcgmSettings(source="dcgm", scrape_job="dcgm-exporter"))
+    assert only[DCGM_UTIL][0].startswith('DCGM_FI_DEV_GPU_UTIL{job="dcgm-exporter"}[')
 
 
 def test_auto_keeps_a_pod_s_sidecar_utilization() -> None:

@@ -298,11 +298,12 @@ def test_dcgm_values_reach_the_operator_s_settings_and_the_sidecar_names_are_opt
     assert dcgm == DcgmSettings()  # the chart's defaults are the code's: the sidecars' NVML sampling
     assert env["STATICTRAIN_OPERATOR_SIDECAR_DCGM"] == "false"
     env = env_of(render("dcgm.source=dcgm", "dcgm.labels.pod=exported_pod", "dcgm.utilizationUnit=ratio",
-                        "dcgm.utilizationMetric=DCGM_FI_PROF_GR_ENGINE_ACTIVE", "workers.sidecar.dcgmNames=true"),
+                        "dcgm.utilizationMetric=DCGM_FI_PROF_GR_ENGINE_ACTIVE", "workers.sidecar.dcgmNames=true",
+                        "dcgm.scrapeJob=dcgm-exporter"),
                  "st-statictrain-operator")  # fmt: skip
     dcgm = CostSettings.from_env({k: v for k, v in env.items() if k.startswith("STATICTRAIN_DCGM_")}).dcgm
-    assert (dcgm.source, dcgm.pod_label, dcgm.utilization_unit, dcgm.utilization_metric) == (
-        "dcgm", "exported_pod", "ratio", "DCGM_FI_PROF_GR_ENGINE_ACTIVE")
+    assert (dcgm.source, dcgm.pod_label, dcgm.utilization_unit, dcgm.utilization_metric, dcgm.scrape_job) == (
+        "dcgm", "exported_pod", "ratio", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "dcgm-exporter")
     assert operator_settings(env).sidecar_dcgm is True
 
 

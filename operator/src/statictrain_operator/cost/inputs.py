@@ -223,7 +223,8 @@ def usage_queries(
     out = {k: (f"{selector(m, _counter_labels(k, idle_below))}[{rng}]", at) for k, m in {**COUNTERS, **HELD}.items()
            if gpu.reads_sidecar_gpu or k not in _SIDECAR_GPU}  # fmt: skip
     if gpu.reads_dcgm:
-        out[DCGM_UTIL] = (f"{selector(gpu.utilization_metric)}[{rng}]", at)
+        only = {"job": gpu.scrape_job} if gpu.scrape_job else None
+        out[DCGM_UTIL] = (f"{selector(gpu.utilization_metric, only)}[{rng}]", at)
     out["cpu"] = (f"{selector(CADVISOR_CPU, matchers=_REAL_CONTAINER)}[{rng}]", at)
     out["memory"] = (f"{selector(CADVISOR_MEMORY, matchers=_REAL_CONTAINER)}[{rng}]", at)
     return out
