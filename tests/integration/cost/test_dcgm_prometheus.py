@@ -69,7 +69,7 @@ def openmetrics(families: dict[str, list[tuple[dict[str, str], list[tuple[float,
         lines.append(f"# TYPE {name} unknown")
         for labels, samples in series:
             lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            lines += [f"{name}{{{lab}}} {v:g} {t:.3f}" for t, v in samples]
+            lines += [f"{name}{{{lab}}} {v:.12g} {t:.3f}" for t, v in samples]
     return "\n".join([*lines, "# EOF", ""])
 
 
