@@ -87,6 +87,9 @@ COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label o
 JOB_GPU_ENERGY_JOULES_TOTAL = "statictrain_job_gpu_energy_joules_total"
 JOB_CARBON_GRAMS_TOTAL = "statictrain_job_carbon_grams_total"  # energy x PUE x the node's grid intensity, gCO2e
 NODE_ALLOCATED_COST_USD_TOTAL = "statictrain_node_allocated_cost_usd_total"  # label node: the node's pods' cost
+# label reason (statictrain.dcgm.IGNORED_REASONS): dcgm-exporter series left out of an accounting window, one per
+# series and window (GPUs of no pod, of pods that are not workers, without a GPU label, outside the pod's life)
+DCGM_SERIES_IGNORED_TOTAL = "statictrain_dcgm_series_ignored_total"
 
 # --- operator: anomaly and remediation
 ANOMALY_SCORE = "statictrain_anomaly_score"

@@ -450,6 +450,8 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         {"name": envvars.METRICS_PORT, "value": str(settings.sidecar_metrics_port)},
         {"name": envvars.SAMPLE_INTERVAL_S, "value": str(settings.sample_interval_s)},
     ]
+    if settings.sidecar_dcgm:
+        sidecar_env.append({"name": envvars.SIDECAR_DCGM, "value": "true"})
     sidecar_mounts: list[dict[str, Any]] = [{"name": STATS_VOLUME, "mountPath": settings.stats_dir, "readOnly": False}]
     if settings.profile_token:
         sidecar_env.append({"name": envvars.PROFILE_TOKEN_FILE, "value": f"{PROFILE_TOKEN_DIR}/{PROFILE_TOKEN_KEY}"})

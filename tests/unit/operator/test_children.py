@@ -302,3 +302,12 @@ def test_template_hash_ignores_elastic_replicas_but_not_settings() -> None:
     assert h(replicas=2) != h(replicas=2, precision="fp32")
     static_2 = children.template_hash(b.owner(b.spec(replicas=2)), SETTINGS)
     assert static_2 != children.template_hash(b.owner(b.spec(replicas=3)), SETTINGS)
+
+
+def test_the_sidecar_exports_dcgm_names_only_when_asked() -> None:
+    def sidecar_env(settings: Settings) -> dict[str, str | None]:
+        pod = children.worker_job(b.owner(), settings)["spec"]["template"]["spec"]
+        return {e["name"]: e.get("value") for e in pod["initContainers"][0]["env"]}
+
+    assert envvars.SIDECAR_DCGM not in sidecar_env(SETTINGS)
+    assert sidecar_env(Settings(sidecar_dcgm=True))[envvars.SIDECAR_DCGM] == "true"
