@@ -53,3 +53,32 @@ def test_foreign_file_with_checkpoint_name_is_skipped(tmp_path: Path) -> None:
 def test_empty_or_missing_directory(tmp_path: Path) -> None:
     assert checkpoint.load_latest(tmp_path / "absent") is None
     assert checkpoint.load_latest(tmp_path) is None
+
+
+def test_files_that_can_never_be_resumed_from_do_not_make_prune_delete_new_checkpoints(tmp_path: Path) -> None:
+    """#33: higher-numbered files that cannot be resumed from (garbage, a foreign torch file) used to count
+    towards "keep", so every new checkpoint was written and then deleted, and a restart began at step 0."""
+    (tmp_path / "step-99999999.pt").write_bytes(b"\x00not a checkpoint")
+    torch.save({"something": "else"}, tmp_path / "step-99999998.pt")
+    for step in (5, 10, 15):
+        checkpoint.save(tmp_path, step, _state(step), keep=2)
+    found = checkpoint.load_latest(tmp_path)
+    assert found is not None and found.step == 15
+    assert checkpoint.list_steps(tmp_path) == [15, 10]
+    assert (tmp_path / "step-99999999.pt").read_bytes() == b"\x00not a checkpoint"  # not ours: left alone
+
+
+def test_prune_deletes_nothing_that_is_not_its_own_checkpoint_file(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "precious").write_bytes(b"keep me")
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "step-00000001.pt").mkdir()  # a directory with a checkpoint's name
+    (ckpt / "step-00000002.pt").symlink_to(outside / "precious")  # a link with a checkpoint's name
+    for step in (5, 10):
+        checkpoint.save(ckpt, step, _state(step), keep=1)
+    assert (ckpt / "step-00000001.pt").is_dir()
+    assert (ckpt / "step-00000002.pt").is_symlink() and (outside / "precious").read_bytes() == b"keep me"
+    found = checkpoint.load_latest(ckpt)
+    assert found is not None and found.step == 10
