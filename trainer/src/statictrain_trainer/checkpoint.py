@@ -201,7 +201,7 @@ def save(directory: Path, step: int, state: dict[str, Any], keep: int) -> Path |
         dirfiles.remove_plain(fd, metadata_name(step))
         with dirfiles.atomic_write(fd, payload_name(step)) as f:
             writer = _HashingWriter(f)
-            torch.save({"format": FORMAT_VERSION, "step": step, **state}, writer)  # type: ignore[arg-type]
+            torch.save({**state, "format": FORMAT_VERSION, "step": step}, writer)  # type: ignore[arg-type]
         meta = {"format": FORMAT_VERSION, "step": step, "bytes": writer.size, "sha256": writer.hash.hexdigest()}
         with dirfiles.atomic_write(fd, metadata_name(step)) as f:
             f.write(json.dumps(meta, sort_keys=True).encode())
