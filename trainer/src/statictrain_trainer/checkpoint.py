@@ -32,6 +32,7 @@ import torch
 from statictrain import envvars
 
 from . import dirfiles
+from .errors import one_line
 from .exitcodes import UserError
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ def parse_metadata(raw: bytes, step: int) -> Metadata:
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as e:
-        raise UnusableError(f"its metadata is not JSON ({_first_line(e)})") from None
+        raise UnusableError(f"its metadata is not JSON ({one_line(e)})") from None
     if not isinstance(data, dict):
         raise UnusableError("its metadata is not a JSON object")
     if not _is_int(data.get("format")) or data["format"] != FORMAT_VERSION:
@@ -114,12 +115,6 @@ def _field(state: object, key: str) -> int | None:
     """An integer field of a loaded payload, or None (also when it holds a tensor or anything else)."""
     value = state.get(key) if isinstance(state, dict) else None
     return value if _is_int(value) else None
-
-
-def _first_line(e: BaseException, limit: int = 200) -> str:
-    lines = str(e).strip().splitlines()
-    text = f"{type(e).__name__}: {lines[0] if lines else ''}"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _open(directory: Path, create: bool) -> int | None:
@@ -238,7 +233,7 @@ def _prune(fd: int, directory: Path, keep: int, written: int) -> list[int]:
             if any([dirfiles.remove_plain(fd, name) for name in found[s]]):
                 removed.append(s)
         except OSError as e:
-            log.warning("old checkpoint files of step %d in %s not deleted: %s", s, directory, _first_line(e))
+            log.warning("old checkpoint files of step %d in %s not deleted: %s", s, directory, one_line(e))
     return removed
 
 
@@ -259,7 +254,7 @@ def _torch_load(f: BinaryIO, map_location: str | torch.device) -> object:
     try:
         return torch.load(f, map_location=map_location, weights_only=True)
     except Exception as e:  # torch raises many kinds for a damaged or foreign file
-        raise UnusableError(f"it does not load ({_first_line(e)})") from None
+        raise UnusableError(f"it does not load ({one_line(e)})") from None
 
 
 def _read(fd: int, step: int, names: list[str], map_location: str | torch.device, max_bytes: int | None) -> Any:
@@ -311,7 +306,7 @@ def verified(
             try:
                 state = _read(fd, step, found[step], map_location, max_bytes)
             except (UnusableError, OSError) as e:
-                why = str(e) if isinstance(e, UnusableError) else _first_line(e)
+                why = str(e) if isinstance(e, UnusableError) else one_line(e)
                 log.warning("skipping unreadable checkpoint %s: %s", path, why)
                 continue
             yield Checkpoint(step=step, path=path, state=state)

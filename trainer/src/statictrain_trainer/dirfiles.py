@@ -10,6 +10,7 @@ writes are atomic: a fresh temporary name in the same directory, fsync, rename, 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -25,7 +26,23 @@ TEMP_PREFIX = ".tmp-"
 
 
 class NotPlainFileError(OSError):
-    """A name that is not a plain file (a link, directory, FIFO, device), or one larger than allowed."""
+    """A name that is not what it should be (a link, a FIFO or directory where a plain file is expected, a
+    file where a directory is), or a file larger than allowed."""
+
+
+def _open(path: Path | str, flags: int, dir_fd: int | None, mode: int = 0o777) -> int:
+    try:
+        return os.open(path, flags, mode, dir_fd=dir_fd)
+    except OSError as e:
+        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        # O_NOFOLLOW refuses a link with ELOOP, or with ENOTDIR when O_DIRECTORY is asked for too.
+        try:
+            link = stat.S_ISLNK(os.stat(path, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        except OSError:
+            link = False
+        what = "is a symbolic link (not followed)" if link else "is not a directory"
+        raise NotPlainFileError(e.errno, f"{path} {what}") from None
 
 
 def open_dir(path: Path | str, *, dir_fd: int | None = None, create: bool = False) -> int:
@@ -37,7 +54,7 @@ def open_dir(path: Path | str, *, dir_fd: int | None = None, create: bool = Fals
         else:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, dir_fd=dir_fd)
-    return os.open(path, _DIR, dir_fd=dir_fd)
+    return _open(path, _DIR, dir_fd)
 
 
 @contextlib.contextmanager
@@ -47,6 +64,17 @@ def closing(fd: int) -> Iterator[int]:
         yield fd
     finally:
         os.close(fd)
+
+
+@contextlib.contextmanager
+def opened(root: Path, *names: str, create: bool = False) -> Iterator[int]:
+    """A descriptor of ``root/names...``: ``root`` as ``open_dir`` opens it, each name below it opened
+    without following a link; made first if ``create``."""
+    with contextlib.ExitStack() as stack:
+        fd = stack.enter_context(closing(open_dir(root, create=create)))
+        for name in names:
+            fd = stack.enter_context(closing(open_dir(name, dir_fd=fd, create=create)))
+        yield fd
 
 
 def plain_files(dir_fd: int) -> Iterator[str]:
@@ -73,7 +101,7 @@ def kind(dir_fd: int, name: str) -> str | None:
 def open_plain(dir_fd: int, name: str, limit: int | None = None) -> Iterator[tuple[BinaryIO, int]]:
     """The plain file ``name`` opened for reading, and its size; NotPlainFileError when it is not a plain file
     or is larger than ``limit`` bytes."""
-    fd = os.open(name, _READ, dir_fd=dir_fd)
+    fd = _open(name, _READ, dir_fd)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -99,7 +127,7 @@ def atomic_write(dir_fd: int, name: str) -> Iterator[BinaryIO]:
     renamed, the directory fsynced). On an error the temporary file is removed and ``name`` is untouched.
     A link at ``name`` is replaced itself, never followed."""
     tmp = f"{TEMP_PREFIX}{name}-{secrets.token_hex(6)}"
-    fd = os.open(tmp, _CREATE, 0o666, dir_fd=dir_fd)
+    fd = _open(tmp, _CREATE, dir_fd, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f

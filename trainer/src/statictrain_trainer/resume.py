@@ -17,6 +17,7 @@ from statictrain import envvars
 from torch import nn
 
 from . import checkpoint
+from .errors import one_line
 from .exitcodes import UserError
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ def _apply(
         if scaler is not None and "scaler" in found.state:
             scaler.load_state_dict(found.state["scaler"])
     except Exception as e:  # what the checks above do not foresee: torch's own message says what
-        return f"{type(e).__name__}: {str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}"
+        return one_line(e)
     return None
 
 
