@@ -181,7 +181,11 @@ class _HashingWriter:
 
 def save(directory: Path, step: int, state: dict[str, Any], keep: int) -> Path | None:
     """Write the checkpoint for ``step`` (payload, then metadata), then prune to ``keep``. None, with a log
-    line, when its names are taken by something that is not a plain file (left as it is)."""
+    line, when its names are taken by something that is not a plain file (left as it is), or when ``step``
+    is beyond MAX_STEP (only a crafted checkpoint can lead there; its name could not be read back)."""
+    if step > MAX_STEP:
+        log.error("checkpoint for step %d not written: step numbers end at %d", step, MAX_STEP)
+        return None
     fd = _open(directory, create=True)
     assert fd is not None
     with dirfiles.closing(fd):
