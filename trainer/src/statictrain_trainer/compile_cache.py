@@ -177,9 +177,6 @@ class CompileCache:
         meta_name = f"{self.key.environment}.json"
         try:
             with dirfiles.opened(self.root, self.key.workload, create=True) as folder:
-                for name in (self.artifact_name, meta_name):
-                    if dirfiles.kind(folder, name) == "other":
-                        raise dirfiles.NotPlainFileError(f"{name} is not a plain file; left as it is")
                 with dirfiles.atomic_write(folder, self.artifact_name) as f:
                     f.write(data)
                 with dirfiles.atomic_write(folder, meta_name) as f:

@@ -125,7 +125,10 @@ def read_plain(dir_fd: int, name: str, limit: int) -> bytes:
 def atomic_write(dir_fd: int, name: str) -> Iterator[BinaryIO]:
     """A new file to write; on leaving the block without an error it replaces ``name`` atomically (fsynced,
     renamed, the directory fsynced). On an error the temporary file is removed and ``name`` is untouched.
-    A link at ``name`` is replaced itself, never followed."""
+    NotPlainFileError, before anything is written, when ``name`` is taken by a link, directory or other
+    non-plain file (left as it is); should one appear there meanwhile, a link is replaced, never followed."""
+    if kind(dir_fd, name) == "other":
+        raise NotPlainFileError(f"{name} is not a plain file; left as it is")
     tmp = f"{TEMP_PREFIX}{name}-{secrets.token_hex(6)}"
     fd = _open(tmp, _CREATE, dir_fd, 0o666)
     try:
