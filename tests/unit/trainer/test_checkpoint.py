@@ -183,6 +183,10 @@ def test_a_symlinked_checkpoint_directory_is_a_user_error(tmp_path: Path) -> Non
         with pytest.raises(UserError, match=r"STATICTRAIN_CHECKPOINT_DIR=.*is a symbolic link or not a directory"):
             call()
     assert sorted(p.name for p in real.iterdir()) == ["step-00000005.json", "step-00000005.pt"]
+    a_file = tmp_path / "a-file"
+    a_file.write_bytes(b"x")
+    with pytest.raises(UserError, match="is a symbolic link or not a directory"):
+        checkpoint.save(a_file, 6, _state(6), keep=1)
 
 
 def test_a_link_with_a_checkpoint_name_is_never_read_or_written_through(tmp_path: Path) -> None:

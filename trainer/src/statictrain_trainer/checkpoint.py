@@ -127,7 +127,7 @@ def _open(directory: Path, create: bool) -> int | None:
             raise
         return None
     except OSError as e:
-        if e.errno not in (errno.ELOOP, errno.ENOTDIR):
+        if e.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EEXIST):  # EEXIST: a file where it should be made
             raise
         raise UserError(
             f"{envvars.CHECKPOINT_DIR}={directory} is a symbolic link or not a directory: checkpoints are "
