@@ -18,7 +18,7 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from statictrain_operator.cli_args import add_prometheus_url
+from statictrain_operator.cli_args import add_prometheus_url, add_timeout, duration, utc
 from statictrain_operator.gate import (
     CommitFigures,
     compare,
@@ -34,8 +34,6 @@ DEFAULT_LOOKBACK = timedelta(days=7)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from statictrain_operator.cli import _duration, _utc  # noqa: PLC0415  (cli registers this module)
-
     p = subparsers.add_parser(
         "gate",
         help="CI cost gate: fail when $/1M tokens or tokens/s got worse than a baseline commit",
@@ -50,10 +48,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=[],
         help="exported report JSON (statictrain report --by commit --format json); repeatable; instead of Prometheus",
     )
-    p.add_argument("--last", type=_duration, help="with Prometheus: window ending at --to (default 7d)")
-    p.add_argument("--to", dest="end", type=_utc, help="window end, RFC 3339 UTC; default now")
+    p.add_argument("--last", type=duration, help="with Prometheus: window ending at --to (default 7d)")
+    p.add_argument("--to", dest="end", type=utc, help="window end, RFC 3339 UTC; default now")
     add_prometheus_url(p)
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus query")
+    add_timeout(p, 60.0)
     p.set_defaults(func=run_gate)
 
 
