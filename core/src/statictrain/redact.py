@@ -18,7 +18,10 @@ __all__ = ["HIDDEN", "RedactingFilter", "install", "redact", "safe_url"]
 
 HIDDEN = "***"
 
-_URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s'\"<>]+")
+_URL = re.compile(r"[a-zA-Z][a-zA-Z0-9+.-]{0,31}://[^\s'\"<>]+")
+"""A URL in free text. The scheme is bounded (32 characters, RFC 3986 sets none; real ones are short) so the
+search is linear: an unbounded one rescanned the rest of a long ``a-a-a-...`` at every word start (9 s on 80 KB).
+No word boundary before it: in ``xxxx...http://user:pw@host`` the last 32 characters before ``://`` still match."""
 _BEARER = re.compile(r"(?i)\b(bearer|basic|token)(\s+)[A-Za-z0-9._~+/=-]{6,}")
 _PAIR = re.compile(
     r"(?i)\b(password|passwd|pwd|secret|token|api[_-]?key|access[_-]?key|client[_-]?secret|authorization)"
@@ -50,10 +53,8 @@ def redact(text: str) -> str:
 
 
 def _safe_in_text(url: str) -> str:
-    trail = ""
-    while url and url[-1] in ".,;:)]}":  # punctuation that ends a sentence, not the URL
-        trail = url[-1] + trail
-        url = url[:-1]
+    kept = url.rstrip(".,;:)]}")  # punctuation that ends a sentence, not the URL
+    url, trail = kept, url[len(kept) :]
     parts = urlsplit(url)
     try:
         parts.port  # noqa: B018  (raises on a malformed port)
