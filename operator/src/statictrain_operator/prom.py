@@ -33,7 +33,7 @@ import json
 import math
 import socket
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -250,6 +250,11 @@ class BoundedSession(requests.Session):
     def get_adapter(self, url: str) -> HTTPAdapter:
         return self._adapter  # the one adapter, whatever the client mounted
 
+    def resolve_redirects(self, *args: Any, **kwargs: Any) -> Iterator[Any]:  # type: ignore[override]
+        """None: a redirect is an error (``_body``). requests would first read the redirect's body whole, with
+        no bound, and fail with a RuntimeError on one that does not decode."""
+        return iter(())
+
     def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:  # type: ignore[override]
         kwargs.update(stream=True, allow_redirects=False, timeout=(self.timeout_s, self.timeout_s))
         deadline = _Deadline(self.timeout_s)
@@ -264,7 +269,7 @@ class BoundedSession(requests.Session):
                 f"Prometheus at {self.where} sent a body that does not decode as its Content-Encoding says"
             ) from None
         except OSError as e:  # requests' errors are OSErrors too
-            if deadline.expired:
+            if deadline.expired or isinstance(e, requests.exceptions.Timeout):  # the socket's timeout: the same
                 raise PrometheusUnavailableError(
                     f"Prometheus at {self.where} sent no complete answer within {self.timeout_s:g} s "
                     "(the timeout bounds each request whole); check that it is not overloaded, or raise --timeout"
