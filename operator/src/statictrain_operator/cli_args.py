@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 
 from statictrain import envconfig
 
+from statictrain_operator.prom import check_url
 from statictrain_operator.report.model import parse_utc
 
 __all__ = ["DEFAULT_PROMETHEUS_URL", "MAX_TIMEOUT_S", "add_prometheus_url", "add_timeout", "duration", "utc"]
@@ -24,9 +25,17 @@ def add_prometheus_url(p: argparse.ArgumentParser) -> None:
     """``--prometheus-url`` (default $STATICTRAIN_PROMETHEUS_URL, else a local Prometheus)."""
     p.add_argument(
         "--prometheus-url",
+        type=_prometheus_url,  # argparse checks a string default too: the environment's URL is checked
         default=os.environ.get(envconfig.PROMETHEUS_URL_ENV, DEFAULT_PROMETHEUS_URL),
         help=f"Prometheus base URL (default ${envconfig.PROMETHEUS_URL_ENV} or {DEFAULT_PROMETHEUS_URL})",
     )
+
+
+def _prometheus_url(text: str) -> str:
+    try:
+        return check_url(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _seconds(text: str) -> float:

@@ -54,6 +54,7 @@ __all__ = [
     "PrometheusQueryError",
     "PrometheusUnavailableError",
     "Series",
+    "check_url",
     "parse_result",
 ]
 
@@ -324,7 +325,8 @@ class BoundedSession(requests.Session):
 # ---------------------------------------------------------------------------------------------- the reader
 
 
-def _check_url(url: str) -> None:
+def check_url(url: str) -> str:
+    """``url`` when it is http(s) with a host (and a numeric port, if any); else a ValueError saying so."""
     try:
         parts = urlsplit(url)
         ok = parts.scheme in ("http", "https") and bool(parts.hostname)
@@ -333,6 +335,7 @@ def _check_url(url: str) -> None:
         ok = False
     if not ok:
         raise ValueError(f"Prometheus URL {safe_url(url)!r}: give http(s)://host[:port], e.g. http://127.0.0.1:9090")
+    return url
 
 
 _EPOCH = datetime.fromtimestamp(0, UTC)
@@ -342,7 +345,7 @@ class HttpPrometheus:
     """The real Prometheus (module docstring); safe to share between threads."""
 
     def __init__(self, base_url: str, timeout_s: float = 30.0, max_bytes: int = MAX_RESPONSE_BYTES) -> None:
-        _check_url(base_url)
+        check_url(base_url)
         self.base_url, self.timeout_s = base_url, timeout_s
         self._session = BoundedSession(base_url, timeout_s, max_bytes)
         # no timeout here: the session bounds each request whole, whatever the client asks for
