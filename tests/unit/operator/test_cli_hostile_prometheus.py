@@ -423,3 +423,12 @@ def test_an_endless_body_is_cut_at_the_size_limit_with_bounded_memory(prom: Host
     holds(ran)
     assert ran.rc == CliExit.CANNOT_JUDGE and "more than 64 MiB" in ran.err, ran
     assert peak < 2 * (PARALLEL_QUERIES + 1) * MAX_RESPONSE_BYTES, peak  # ~2 copies per query in flight
+
+
+def test_a_gzip_bomb_is_cut_at_the_size_limit_after_decompression(prom: HostilePrometheus) -> None:
+    """96 KiB on the wire that inflate to 96 MiB: the limit counts what the body decompresses to."""
+    bomb = gzip.compress(b" " * (96 * 1024 * 1024), compresslevel=9)
+    prom.answer = Answer(headers={"Content-Type": "application/json", "Content-Encoding": "gzip"}, body=bomb)
+    ran = gate(prom)
+    holds(ran)
+    assert len(bomb) < 1024 * 1024 and ran.rc == CliExit.CANNOT_JUDGE and "more than 64 MiB" in ran.err, ran
