@@ -544,6 +544,7 @@ def main() -> None:
     cluster = LocalCluster(attach or f"st-bench-finops-{os.getpid()}")
     if not attach:
         cluster.start(build_binaries(log=sys.stderr), log=sys.stderr, real_node=False)
+    cluster_version = cluster.bin_dir.parent.name  # read while it runs: stop() forgets it
     workdir = Path(tempfile.mkdtemp(prefix="st-bench-finops-"))
     t_start = time.monotonic()
     candidates = {f"w{i}": w for i, w in enumerate(args.cv_weights)}
@@ -648,7 +649,7 @@ def main() -> None:
         "command": "python " + " ".join(["bench/finops_replay.py", *sys.argv[1:]]),
         "versions": {
             "python": platform.python_version(),
-            "cluster": cluster.bin_dir.parent.name,
+            "cluster": cluster_version,
             "git": subprocess.run(
                 ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
             ).stdout.strip(),
