@@ -106,3 +106,9 @@ EXTENDER_NODES_CACHED = "statictrain_extender_nodes_cached"
 SCRAPE_TENANCY_PODS = "statictrain_scrape_tenancy_pods"
 EXTENDER_UP = "statictrain_extender_up"  # operator: 1 when the extender answers its health probe, 0 when down
 EXTENDER_THROUGHPUT_ESTIMATES_TOTAL = "statictrain_extender_throughput_estimates_total"  # label: source
+# Learned relative throughput (A100 = 1 units) per workload class and GPU family, the table's figure
+# beside it, the step-time samples behind it, and samples never learned from (label: reason).
+EXTENDER_LEARNED_THROUGHPUT = "statictrain_extender_learned_throughput"  # labels: workload_class, gpu_family
+EXTENDER_TABLE_THROUGHPUT = "statictrain_extender_table_throughput"  # labels: workload_class, gpu_family
+EXTENDER_LEARNED_SAMPLES = "statictrain_extender_learned_samples"  # labels: workload_class, gpu_family
+EXTENDER_STEP_SAMPLES_REJECTED_TOTAL = "statictrain_extender_step_samples_rejected_total"  # label: reason

@@ -107,7 +107,7 @@ def prioritize_result(
         return [{"Host": name, "Score": 0} for name in names]
     gpu_pod = view.gpu_milli > 0
     if inline:
-        throughput = None if view.uniform_throughput else state.throughput_for(view.job_key)
+        throughput = None if view.uniform_throughput else state.throughput_for(view.learn_key)
         infos = [inline[n] for n in names if n in inline]
         scores = score_nodes(infos, gpu_pod, throughput, state.used_gpu_milli, weights)
         by_name = {info.name: score for info, score in zip(infos, scores, strict=True)}
@@ -118,7 +118,7 @@ def prioritize_result(
         costs = _gang_costs(state, view, names)
     else:
         # Hot path: precomputed cost per work, dictionary lookups only.
-        costs_get = state.costs(state.cost_key(gpu_pod, view.uniform_throughput, view.job_key)).get
+        costs_get = state.costs(state.cost_key(gpu_pod, view.uniform_throughput, view.learn_key)).get
         costs = [costs_get(name) for name in names]
     if gpu_pod:
         used_get = state.used_gpu_milli.get
@@ -135,7 +135,7 @@ def _gang_costs(state: ClusterState, view: PodView, names: list[str]) -> list[fl
     """$ per unit of work of the whole gang per candidate node (see scoring.gang_cost_per_work)."""
     assert view.job_key is not None
     members = state.gang_nodes(view.job_key, view.uid)
-    table = state.throughput_for(view.job_key)
+    table = state.throughput_for(view.learn_key)
     unknown = state.unknown_throughput
     out: list[float | None] = []
     for name in names:
@@ -146,7 +146,7 @@ def _gang_costs(state: ClusterState, view: PodView, names: list[str]) -> list[fl
 
 def _note(state: ClusterState, view: PodView, nodes: Mapping[str, NodeInfo], scores: Mapping[str, int]) -> None:
     """Count the estimate's source; an Event for a job's pod (once per pod)."""
-    estimates = state.job_estimates(view.job_key)
+    estimates = state.job_estimates(view.learn_key)
     if estimates is None and view.job_key is None:  # the common case, kept cheap: no Event for non-job pods
         state.estimates.record(TABLE, None)
         return

@@ -16,6 +16,7 @@ from statictrain import envvars, labels
 
 from .gpus import gpu_family
 from .nodes import NodeInfo, gpu_milli_of_requests
+from .speeds import ClassKey, class_key
 
 __all__ = [
     "CAPACITY_TYPES_ANNOTATION",
@@ -79,6 +80,15 @@ class PodView:
     uid: str = ""
     name: str = ""
     namespace: str = ""
+    workload_class: str | None = None
+    """Label statictrain.io/workload-class: jobs that do the same work per step (learned together)."""
+
+    @property
+    def learn_key(self) -> ClassKey | None:
+        """Key of the learned throughput figures that score this pod; None when not a job's pod."""
+        if self.job_key is None:
+            return None
+        return class_key(self.job_key[0], self.job_key[1], self.workload_class)
 
 
 def _split(value: str) -> list[str]:
@@ -153,6 +163,7 @@ def pod_view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView
         uid=str(meta.get("uid") or ""),
         name=str(meta.get("name") or ""),
         namespace=namespace,
+        workload_class=pod_labels.get(labels.WORKLOAD_CLASS) or None,
     )
 
 

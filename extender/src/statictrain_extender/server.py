@@ -20,17 +20,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 
 import orjson
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from statictrain import metrics
 
 from .decisions import BadRequestError, filter_result, prioritize_result
 from .scoring import Weights
+from .speeds import class_label
 from .state import ClusterState
 
 __all__ = ["BODY_TIMEOUT_S", "MAX_BODY_BYTES", "OPEN_PATHS", "ExtenderMetrics", "build_app"]
@@ -83,6 +84,38 @@ class _StateCollector(Collector):
         for source, count in self._state.estimates.counts.items():
             estimates.add_metric([source], count)
         yield estimates
+        yield from self._learned()
+
+    def _learned(self) -> Iterator[Metric]:
+        speeds = self._state.speeds
+        names = ["workload_class", "gpu_family"]
+        learned = GaugeMetricFamily(
+            metrics.EXTENDER_LEARNED_THROUGHPUT,
+            "Relative throughput (A100 = 1) learned from step times per workload class and GPU family.",
+            labels=names,
+        )
+        table = GaugeMetricFamily(
+            metrics.EXTENDER_TABLE_THROUGHPUT, "The throughput table's figure for the same series.", labels=names
+        )
+        samples = GaugeMetricFamily(
+            metrics.EXTENDER_LEARNED_SAMPLES,
+            "Step-time samples (refreshes that saw a job) behind the learned figure.",
+            labels=names,
+        )
+        for fig in speeds.figures():
+            labels = [class_label(fig.key), fig.family]
+            learned.add_metric(labels, fig.estimate)
+            if fig.table is not None:
+                table.add_metric(labels, fig.table)
+            samples.add_metric(labels, fig.samples)
+        rejected = CounterMetricFamily(
+            metrics.EXTENDER_STEP_SAMPLES_REJECTED_TOTAL.removesuffix("_total"),
+            "Step-time samples never learned from, by reason (outlier: far off its class's figure).",
+            labels=["reason"],
+        )
+        for reason, count in sorted(speeds.rejected.items()):
+            rejected.add_metric([reason], count)
+        yield from (learned, table, samples, rejected)
 
 
 class ExtenderMetrics:
