@@ -9,6 +9,7 @@ treated as free.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -24,6 +25,7 @@ __all__ = [
     "NodeInfo",
     "gpu_milli_of_requests",
     "node_from_object",
+    "parse_price",
     "parse_quantity_int",
 ]
 
@@ -61,7 +63,7 @@ def parse_quantity_int(value: object) -> int:
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):
-        return max(value, 0)
+        return value if 0 <= value < 10**MAX_QUANTITY_DIGITS else 0
     if not isinstance(value, str):
         return 0
     text = value.strip()
@@ -77,16 +79,16 @@ def parse_quantity_int(value: object) -> int:
     return max(int(number * scale), 0)
 
 
-def _price(value: object) -> float | None:
+def parse_price(value: object) -> float | None:
+    """A positive decimal string ("12.50") as a float; None for anything else, also for decimals
+    that are no positive finite float ("1e400" would be inf, "1e-400" 0.0)."""
     if not isinstance(value, str):
         return None
     try:
-        price = Decimal(value.strip())
+        price = float(Decimal(value.strip()))
     except InvalidOperation:
         return None
-    if not price.is_finite() or price <= 0:
-        return None
-    return float(price)
+    return price if 0 < price < math.inf else None
 
 
 def node_from_object(obj: Mapping[str, Any]) -> NodeInfo:
@@ -97,8 +99,8 @@ def node_from_object(obj: Mapping[str, Any]) -> NodeInfo:
     status = obj.get("status") or {}
     allocatable = status.get("allocatable") or status.get("capacity") or {}
     gpus = parse_quantity_int(allocatable.get(labels.GPU_RESOURCE, 0))
-    hourly = _price(annotations.get(labels.HOURLY_COST))
-    gpu_hourly = _price(annotations.get(labels.GPU_HOURLY_COST))
+    hourly = parse_price(annotations.get(labels.HOURLY_COST))
+    gpu_hourly = parse_price(annotations.get(labels.GPU_HOURLY_COST))
     if gpu_hourly is None and hourly is not None and gpus > 0:
         gpu_hourly = hourly / gpus
     capacity_type = annotations.get(labels.PRICE_CAPACITY_TYPE) or ""

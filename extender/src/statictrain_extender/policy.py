@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from statictrain import envvars, labels
 
 from .gpus import gpu_family
-from .nodes import NodeInfo, gpu_milli_of_requests
+from .nodes import NodeInfo, gpu_milli_of_requests, parse_price
 
 __all__ = [
     "CAPACITY_TYPES_ANNOTATION",
@@ -38,6 +37,11 @@ MAX_HOURLY_ANNOTATION = f"{labels.GROUP}/max-hourly-usd"  # "100" (whole-node pr
 THROUGHPUT_ANNOTATION = f"{labels.GROUP}/gpu-throughput"
 
 _CAPACITY_TYPES = frozenset({"spot", "on-demand"})
+MAX_GPU_MODELS = 64
+"""Most entries in the gpu-models annotation (a job lists a handful; each filter call checks every
+candidate node against the list)."""
+MAX_GANG_SIZE = 100_000
+"""Largest WORLD_SIZE read as a gang size; beyond it (or not plain ASCII digits) the pod is scored alone."""
 
 
 class PolicyError(ValueError):
@@ -93,19 +97,18 @@ def policy_from_annotations(annotations: Mapping[str, str]) -> PlacementPolicy:
         raise PolicyError(
             f"annotation {CAPACITY_TYPES_ANNOTATION} has {sorted(unknown)}; use a comma list of spot, on-demand"
         )
-    families = frozenset(gpu_family(item) for item in _split(annotations.get(GPU_MODELS_ANNOTATION, "")))
+    models = _split(annotations.get(GPU_MODELS_ANNOTATION, ""))
+    if len(models) > MAX_GPU_MODELS:
+        raise PolicyError(f"annotation {GPU_MODELS_ANNOTATION} lists {len(models)} models; list at most {MAX_GPU_MODELS}")
+    families = frozenset(map(gpu_family, models))
     raw_max = annotations.get(MAX_HOURLY_ANNOTATION)
     max_hourly: float | None = None
     if raw_max is not None and raw_max.strip():
-        try:
-            parsed = Decimal(raw_max.strip())
-        except InvalidOperation:
-            parsed = Decimal(-1)
-        if not parsed.is_finite() or parsed <= 0:
+        max_hourly = parse_price(raw_max)
+        if max_hourly is None:
             raise PolicyError(
-                f'annotation {MAX_HOURLY_ANNOTATION}={raw_max!r} is not a positive decimal such as "12.50"'
+                f'annotation {MAX_HOURLY_ANNOTATION}={raw_max[:40]!r} is not a positive decimal such as "12.50"'
             )
-        max_hourly = float(parsed)
     return PlacementPolicy(capacity_types=capacity, gpu_families=families, max_hourly_usd=max_hourly)
 
 
@@ -120,12 +123,13 @@ def pod_gpu_milli(spec: Mapping[str, Any]) -> int:
 
 
 def gang_size(spec: Mapping[str, Any]) -> int:
-    """WORLD_SIZE from the first container that sets it as a plain positive integer, else 1."""
+    """WORLD_SIZE from the first container that sets it as ASCII digits 1..MAX_GANG_SIZE, else 1."""
     for container in spec.get("containers") or []:
         for env in container.get("env") or []:
             if env.get("name") == envvars.WORLD_SIZE:
                 value = str(env.get("value") or "")
-                return int(value) if value.isdigit() and int(value) > 0 else 1
+                digits = value.isascii() and value.isdigit() and len(value) <= len(str(MAX_GANG_SIZE))
+                return int(value) if digits and 0 < int(value) <= MAX_GANG_SIZE else 1
     return 1
 
 

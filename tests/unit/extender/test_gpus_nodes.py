@@ -54,6 +54,9 @@ def test_gpu_family(name: str, want: str) -> None:
         ("NaN", 0),
         ("999999999999999", 999999999999999),
         ("1e15", 0),
+        (10**15, 0),  # a JSON integer is bounded like a string one
+        (2**64 - 1, 0),
+        (999999999999999, 999999999999999),
     ],
 )
 def test_parse_quantity_int(value: object, want: int) -> None:
@@ -69,6 +72,9 @@ def test_parse_quantity_int(value: object, want: int) -> None:
         pytest.param({"hourly": "0", "gpu_hourly": None}, None, None, id="zero-price-is-unknown"),
         pytest.param({"hourly": "abc", "gpu_hourly": None}, None, None, id="garbage-price-is-unknown"),
         pytest.param({"hourly": "NaN", "gpu_hourly": None}, None, None, id="nan-price-is-unknown"),
+        pytest.param({"hourly": "1e400", "gpu_hourly": None}, None, None, id="price-beyond-a-float-is-unknown"),
+        pytest.param({"hourly": "1e-400", "gpu_hourly": None}, None, None, id="price-that-is-0-as-a-float-is-unknown"),
+        pytest.param({"hourly": "32", "gpu_hourly": "1e-400"}, 4.0, 32.0, id="per-gpu-0-as-float-falls-back"),
         pytest.param({"hourly": "8", "gpu_hourly": None, "gpus": 0}, None, 8.0, id="cpu-node"),
     ],
 )

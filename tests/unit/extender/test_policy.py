@@ -46,6 +46,11 @@ def test_policy_from_annotations(annotations: dict[str, str], want: PlacementPol
         pytest.param({MAX_HOURLY_ANNOTATION: "ten"}, "positive decimal", id="max-not-a-number"),
         pytest.param({MAX_HOURLY_ANNOTATION: "-1"}, "positive decimal", id="max-negative"),
         pytest.param({MAX_HOURLY_ANNOTATION: "Infinity"}, "positive decimal", id="max-infinite"),
+        # finite as a decimal, not as a float: inf (no cap at all) and 0.0 (nothing passes)
+        pytest.param({MAX_HOURLY_ANNOTATION: "1e400"}, "positive decimal", id="max-overflows-a-float"),
+        pytest.param({MAX_HOURLY_ANNOTATION: "1e-400"}, "positive decimal", id="max-underflows-to-zero"),
+        # tens of thousands of models made every filter call sort them once per candidate node (minutes)
+        pytest.param({GPU_MODELS_ANNOTATION: ",".join(f"X{i}" for i in range(10_000))}, "at most", id="models"),
     ],
 )
 def test_policy_errors_say_what_to_fix(annotations: dict[str, str], want_in_message: str) -> None:
@@ -99,6 +104,24 @@ def test_pod_view_gpu_share_resource() -> None:
 def test_pod_view_other_scheduler_is_unmanaged_even_with_bad_annotations() -> None:
     view = pod_view(pod_obj(scheduler="default-scheduler", annotations={MAX_HOURLY_ANNOTATION: "x"}), NAMES)
     assert not view.managed
+
+
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [
+        pytest.param("4", 4, id="plain"),
+        pytest.param("\u0661\u0662", 1, id="arabic-indic-digits-are-not-a-size"),  # str.isdigit() and int() say 12
+        pytest.param("\u00b2", 1, id="superscript-two"),  # isdigit() True, int() raises
+        pytest.param("9" * 5000, 1, id="beyond-int-conversion-limit"),  # int() raises ValueError
+        pytest.param("100001", 1, id="more-pods-than-a-cluster-runs"),
+        pytest.param("0", 1, id="zero"),
+        pytest.param("+4", 1, id="sign"),
+    ],
+)
+def test_gang_size_is_a_plain_bounded_count(value: str, want: int) -> None:
+    pod = pod_obj()
+    pod["spec"]["containers"][0]["env"] = [{"name": "WORLD_SIZE", "value": value}]
+    assert pod_view(pod, NAMES).gang_size == want
 
 
 def test_pod_view_without_job_label() -> None:
