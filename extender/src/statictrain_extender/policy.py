@@ -99,7 +99,9 @@ def policy_from_annotations(annotations: Mapping[str, str]) -> PlacementPolicy:
         )
     models = _split(annotations.get(GPU_MODELS_ANNOTATION, ""))
     if len(models) > MAX_GPU_MODELS:
-        raise PolicyError(f"annotation {GPU_MODELS_ANNOTATION} lists {len(models)} models; list at most {MAX_GPU_MODELS}")
+        raise PolicyError(
+            f"annotation {GPU_MODELS_ANNOTATION} lists {len(models)} models; list at most {MAX_GPU_MODELS}"
+        )
     families = frozenset(map(gpu_family, models))
     raw_max = annotations.get(MAX_HOURLY_ANNOTATION)
     max_hourly: float | None = None
