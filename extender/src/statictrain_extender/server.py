@@ -103,7 +103,7 @@ async def _read_body(request: web.Request, timeout_s: float) -> bytes:
         raise _RefusedError(413, f"body over {MAX_BODY_BYTES} bytes: send NodeNames (nodeCacheCapable)") from None
     except TimeoutError:
         raise _RefusedError(408, f"body not received within {timeout_s:.0f} s") from None
-    except RequestPayloadError as err:
+    except (RequestPayloadError, ConnectionResetError) as err:
         raise _RefusedError(400, f"body could not be read: {err}") from None
 
 
