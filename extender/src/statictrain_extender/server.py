@@ -24,7 +24,7 @@ import asyncio
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -121,15 +121,14 @@ class _OneLineLogger(logging.LoggerAdapter[logging.Logger]):
     """aiohttp's server logger, with each exception it logs (a malformed request line or header,
     a client gone) as one line instead of a traceback, and at warning level instead of error."""
 
-    def process(self, msg: Any, kwargs: MutableMapping[str, Any]) -> tuple[Any, MutableMapping[str, Any]]:
-        exc_info = kwargs.pop("exc_info", None)
+    def log(self, level: int, msg: object, *args: object, exc_info: object = None, **kwargs: Any) -> None:
         error = exc_info if isinstance(exc_info, BaseException) else sys.exc_info()[1] if exc_info else None
         if error is not None:
-            msg = f"{msg}: " + " ".join(f"{type(error).__name__}: {error}".split())[:300]
-        return msg, kwargs
+            msg, args = f"{msg}: %s", (*args, " ".join(f"{type(error).__name__}: {error}".split())[:300])
+        self.logger.log(level, msg, *args, **kwargs)
 
-    def exception(self, msg: object, *args: object, **kwargs: Any) -> None:
-        self.warning(msg, *args, **{"exc_info": True, **kwargs})
+    def exception(self, msg: object, *args: object, exc_info: object = True, **kwargs: Any) -> None:
+        self.log(logging.WARNING, msg, *args, exc_info=exc_info, **kwargs)
 
 
 class _StateCollector(Collector):
