@@ -14,7 +14,7 @@ from typing import Any
 from statictrain import envvars, labels
 
 from .gpus import gpu_family
-from .nodes import NodeInfo, gpu_milli_of_requests, parse_price
+from .nodes import NodeInfo, as_mapping, as_text, gpu_milli_of_requests, parse_price
 
 __all__ = [
     "CAPACITY_TYPES_ANNOTATION",
@@ -89,23 +89,30 @@ def _split(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def policy_from_annotations(annotations: Mapping[str, str]) -> PlacementPolicy:
+def _annotation(annotations: Mapping[str, Any], key: str) -> str:
+    value = annotations.get(key, "")
+    if not isinstance(value, str):
+        raise PolicyError(f"annotation {key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def policy_from_annotations(annotations: Mapping[str, Any]) -> PlacementPolicy:
     """Parse the placement annotations; raises :class:`PolicyError` on bad values."""
-    capacity = frozenset(item.lower() for item in _split(annotations.get(CAPACITY_TYPES_ANNOTATION, "")))
+    capacity = frozenset(item.lower() for item in _split(_annotation(annotations, CAPACITY_TYPES_ANNOTATION)))
     unknown = capacity - _CAPACITY_TYPES
     if unknown:
         raise PolicyError(
             f"annotation {CAPACITY_TYPES_ANNOTATION} has {sorted(unknown)}; use a comma list of spot, on-demand"
         )
-    models = _split(annotations.get(GPU_MODELS_ANNOTATION, ""))
+    models = _split(_annotation(annotations, GPU_MODELS_ANNOTATION))
     if len(models) > MAX_GPU_MODELS:
         raise PolicyError(
             f"annotation {GPU_MODELS_ANNOTATION} lists {len(models)} models; list at most {MAX_GPU_MODELS}"
         )
     families = frozenset(map(gpu_family, models))
-    raw_max = annotations.get(MAX_HOURLY_ANNOTATION)
+    raw_max = _annotation(annotations, MAX_HOURLY_ANNOTATION)
     max_hourly: float | None = None
-    if raw_max is not None and raw_max.strip():
+    if raw_max.strip():
         max_hourly = parse_price(raw_max)
         if max_hourly is None:
             raise PolicyError(
@@ -114,20 +121,26 @@ def policy_from_annotations(annotations: Mapping[str, str]) -> PlacementPolicy:
     return PlacementPolicy(capacity_types=capacity, gpu_families=families, max_hourly_usd=max_hourly)
 
 
+def _containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    containers = spec.get("containers")
+    return [as_mapping(c) for c in containers] if isinstance(containers, list) else []
+
+
 def pod_gpu_milli(spec: Mapping[str, Any]) -> int:
     """GPUs requested by a pod spec (all containers), in milli-GPU."""
     total = 0
-    for container in spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        requests = resources.get("requests") or resources.get("limits") or {}
+    for container in _containers(spec):
+        resources = as_mapping(container.get("resources"))
+        requests = as_mapping(resources.get("requests")) or as_mapping(resources.get("limits"))
         total += gpu_milli_of_requests(requests)
     return total
 
 
 def gang_size(spec: Mapping[str, Any]) -> int:
     """WORLD_SIZE from the first container that sets it as ASCII digits 1..MAX_GANG_SIZE, else 1."""
-    for container in spec.get("containers") or []:
-        for env in container.get("env") or []:
+    for container in _containers(spec):
+        env_list = container.get("env")
+        for env in map(as_mapping, env_list if isinstance(env_list, list) else []):
             if env.get("name") == envvars.WORLD_SIZE:
                 value = str(env.get("value") or "")
                 digits = value.isascii() and value.isdigit() and len(value) <= len(str(MAX_GANG_SIZE))
@@ -136,17 +149,17 @@ def gang_size(spec: Mapping[str, Any]) -> int:
 
 
 def pod_view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView:
-    """Read a pod (camelCase JSON). Raises :class:`PolicyError` for bad annotations of managed pods."""
-    spec = pod.get("spec") or {}
-    meta = pod.get("metadata") or {}
-    managed = spec.get("schedulerName") in scheduler_names
+    """Read a pod (camelCase JSON; a field of another type than the API's reads as absent). Raises
+    :class:`PolicyError` for bad annotations of managed pods."""
+    spec = as_mapping(pod.get("spec"))
+    meta = as_mapping(pod.get("metadata"))
+    managed = as_text(spec.get("schedulerName")) in scheduler_names
     if not managed:
         return PodView(managed=False, policy=PlacementPolicy(), gpu_milli=0, job_key=None)
-    pod_labels: Mapping[str, str] = meta.get("labels") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
-    job = pod_labels.get(labels.JOB)
-    namespace = str(meta.get("namespace") or "default")
-    mode = annotations.get(THROUGHPUT_ANNOTATION, "model").strip().lower()
+    annotations = as_mapping(meta.get("annotations"))
+    job = as_text(as_mapping(meta.get("labels")).get(labels.JOB))
+    namespace = as_text(meta.get("namespace")) or "default"
+    mode = (_annotation(annotations, THROUGHPUT_ANNOTATION) or "model").strip().lower()
     if mode not in ("model", "uniform"):
         raise PolicyError(f"annotation {THROUGHPUT_ANNOTATION}={mode!r} must be model or uniform")
     return PodView(
@@ -156,8 +169,8 @@ def pod_view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView
         job_key=(namespace, job) if job else None,
         uniform_throughput=mode == "uniform",
         gang_size=gang_size(spec) if job else 1,
-        uid=str(meta.get("uid") or ""),
-        name=str(meta.get("name") or ""),
+        uid=as_text(meta.get("uid")),
+        name=as_text(meta.get("name")),
         namespace=namespace,
     )
 

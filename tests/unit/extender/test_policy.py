@@ -1,18 +1,24 @@
 from __future__ import annotations
 
+import contextlib
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from statictrain_extender.policy import (
     CAPACITY_TYPES_ANNOTATION,
     GPU_MODELS_ANNOTATION,
     MAX_HOURLY_ANNOTATION,
     PlacementPolicy,
     PolicyError,
+    pod_gpu_milli,
     pod_view,
     policy_from_annotations,
     violation,
 )
 
 from .builders import info, pod_obj
+from .hostile import json_values, put
 
 NAMES = frozenset({"statictrain-scheduler"})
 
@@ -126,3 +132,49 @@ def test_gang_size_is_a_plain_bounded_count(value: str, want: int) -> None:
 
 def test_pod_view_without_job_label() -> None:
     assert pod_view(pod_obj(job=None), NAMES).job_key is None
+
+
+POD_PATHS: list[tuple[object, ...]] = [
+    ("spec",),
+    ("metadata",),
+    ("spec", "schedulerName"),
+    ("spec", "containers"),
+    ("spec", "containers", 0),
+    ("spec", "containers", 0, "resources"),
+    ("spec", "containers", 0, "resources", "requests"),
+    ("spec", "containers", 0, "resources", "requests", "nvidia.com/gpu"),
+    ("spec", "containers", 0, "env"),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+    ("metadata", "uid"),
+    ("metadata", "labels"),
+    ("metadata", "labels", "statictrain.io/job"),
+    ("metadata", "annotations"),
+    ("metadata", "annotations", GPU_MODELS_ANNOTATION),
+    ("metadata", "annotations", CAPACITY_TYPES_ANNOTATION),
+    ("metadata", "annotations", MAX_HOURLY_ANNOTATION),
+    ("metadata", "annotations", "statictrain.io/gpu-throughput"),
+]
+
+
+@given(changes=st.lists(st.tuples(st.sampled_from(POD_PATHS), json_values), max_size=3))
+def test_any_pod_object_is_read_or_refused_with_a_policy_error(
+    changes: list[tuple[tuple[object, ...], object]],
+) -> None:
+    """A pod with any JSON anywhere: a PodView, or a PolicyError that says what to fix; never another
+    exception (which made the server answer 'malformed' and a hostile watch event stop a relist)."""
+    pod = pod_obj(annotations={GPU_MODELS_ANNOTATION: "A100"})
+    pod["spec"]["containers"][0]["env"] = [{"name": "WORLD_SIZE", "value": "4"}]
+    for path, value in changes:
+        with contextlib.suppress(KeyError, IndexError, TypeError):
+            put(pod, path, value)
+    try:
+        view = pod_view(pod, NAMES)
+    except PolicyError as err:
+        assert "annotation" in str(err)
+        return
+    assert isinstance(view.gpu_milli, int) and view.gpu_milli >= 0
+    assert isinstance(view.gang_size, int) and 1 <= view.gang_size <= 100_000
+    assert all(isinstance(v, str) for v in (view.uid, view.name, view.namespace))
+    assert view.job_key is None or all(isinstance(k, str) for k in view.job_key)
+    assert isinstance(pod_gpu_milli(pod["spec"]), int) if isinstance(pod.get("spec"), dict) else True

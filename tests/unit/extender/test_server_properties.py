@@ -33,6 +33,7 @@ from statictrain_extender.server import build_app
 from statictrain_extender.state import ClusterState
 
 from .builders import node_obj, pod_obj
+from .hostile import HOSTILE_NUMBERS, HOSTILE_TEXT, json_values, put
 
 NAMES = frozenset({"statictrain-scheduler"})
 CACHED = [f"n{i}" for i in range(20)]
@@ -167,27 +168,6 @@ def check_answer(verb: str, status: int, out: Any, names: object) -> None:
 
 # --- generated bodies
 
-HOSTILE_NUMBERS = [b"1e999999", b"-1e400", b"123456789012345678901234567890", b"-0", b"1E-400", b"NaN", b"Infinity"]
-HOSTILE_TEXT = [
-    "1e999999", "-1e400", "1e-400", "NaN", "-inf", "Infinity", "\u0661\u0662", "\u00b2", "9" * 5000, "+4", " 8 ",
-    "1_2", "0x10", "8Ki", "1k", "-1", "0", "", "\x00", "\ud7ff\U0010ffff", "A100," * 200, "spot,on-demand,cheap",
-]  # fmt: skip
-
-scalars = (
-    st.none()
-    | st.booleans()
-    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
-    | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=20)
-    | st.sampled_from(HOSTILE_TEXT)
-    | st.just("__NUMBER__")
-)
-json_values = st.recursive(
-    scalars,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
-    max_leaves=20,
-)
-
 # Places in a real pod where hostile values go (the last key may be missing and is then added).
 POD_PATHS: list[tuple[Any, ...]] = [
     ("spec",),
@@ -212,12 +192,6 @@ POD_PATHS: list[tuple[Any, ...]] = [
 ]
 
 
-def _put(obj: Any, path: tuple[Any, ...], value: Any) -> None:
-    for key in path[:-1]:
-        obj = obj[key]
-    obj[path[-1]] = value
-
-
 @st.composite
 def extender_args(draw: st.DrawFn) -> tuple[bytes, object]:
     """(body bytes, the NodeNames it sends): a real ExtenderArgs with hostile parts."""
@@ -227,7 +201,7 @@ def extender_args(draw: st.DrawFn) -> tuple[bytes, object]:
         pod["spec"]["containers"][0]["env"] = env
     for path in draw(st.lists(st.sampled_from(POD_PATHS), max_size=3)):
         with contextlib.suppress(KeyError, IndexError, TypeError):  # an earlier replacement removed the parent
-            _put(pod, path, draw(json_values))
+            put(pod, path, draw(json_values))
     body: dict[str, Any] = {"Pod": pod}
     names: object
     shape = draw(st.sampled_from(["names", "hostile-names", "inline", "hostile-top"]))
