@@ -14,12 +14,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 import orjson
 import urllib3
 from kubernetes import client
 
-__all__ = ["AnswerError", "get", "json_lines", "read_json"]
+__all__ = ["AnswerError", "get", "json_lines", "post", "read_json", "send"]
 
 _PIECE = 1 << 16
 _ERROR_TEXT_BYTES = 200
@@ -35,13 +36,40 @@ def get(
 ) -> urllib3.BaseHTTPResponse:
     """GET ``path`` with ``query`` as JSON, not yet read (read it with ``read_json`` or ``json_lines``);
     AnswerError for an error status or an encoding not asked for."""
+    return send(api, "GET", path, query=query, body=None, connect_s=connect_s, read_s=read_s, ok=(200,))
+
+
+def post(api: client.ApiClient, path: str, body: object, connect_s: float, read_s: float) -> int:
+    """POST ``body`` as JSON to ``path``; its answer's status (2xx), its body left unread; AnswerError
+    for an error status."""
+    data = orjson.dumps(body)
+    with send(api, "POST", path, query={}, body=data, connect_s=connect_s, read_s=read_s, ok=(200, 201, 202)) as resp:
+        return resp.status
+
+
+def send(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Mapping[str, str],
+    body: bytes | None,
+    connect_s: float,
+    read_s: float,
+    ok: tuple[int, ...],
+) -> urllib3.BaseHTTPResponse:
+    """One request through the client's pool and credentials, its answer not yet read; AnswerError for a
+    status not in ``ok`` (at most _ERROR_TEXT_BYTES of its body read) or an encoding not asked for."""
     cfg = api.configuration
     headers = {"Accept": "application/json", "Accept-Encoding": "identity", "User-Agent": api.user_agent}
-    api.update_params_for_auth(headers, [], ["BearerToken"], path, "GET", None)
+    if body is not None:
+        headers["Content-Type"] = "application/json"
+    api.update_params_for_auth(headers, [], ["BearerToken"], path, method, None)
+    url = cfg.host.rstrip("/") + path + (f"?{urlencode(query)}" if query else "")
     resp = api.rest_client.pool_manager.request(
-        "GET",
-        cfg.host.rstrip("/") + path,
-        fields=dict(query),
+        method,
+        url,
+        body=body,
         headers=headers,
         timeout=urllib3.Timeout(connect=connect_s, read=read_s),
         retries=False,
@@ -53,7 +81,7 @@ def get(
         encoding = resp.headers.get("Content-Encoding", "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise AnswerError(f"its answer has Content-Encoding {encoding[:40]!a}, which was not asked for")
-        if resp.status != 200:
+        if resp.status not in ok:
             text = resp.read1(_ERROR_TEXT_BYTES) if resp.status >= 400 else b""
             raise AnswerError(f"HTTP {resp.status} ({_shown(text)})")
     except BaseException:

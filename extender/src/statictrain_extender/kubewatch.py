@@ -17,10 +17,10 @@ import threading
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import urllib3
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 
 from . import apiread
 from .estimates import EVENT_REASON, PodNote
@@ -47,6 +47,8 @@ _WATCH_TIMEOUT_S = 300
 _WATCH_SLACK_S = 60
 """A watch's socket read and its whole read end this long after the timeout asked of the server."""
 _RETRY_S = 2.0
+_EVENT_READ_TIMEOUT_S = 10.0
+"""The longest wait for the answer to one Event's POST."""
 
 
 def api_client(kubeconfig: str, pool_size: int = 32) -> client.ApiClient:
@@ -279,8 +281,8 @@ def event_body(note: PodNote, now: str) -> dict[str, Any]:
 
 
 def start_event_writer(api: client.ApiClient, state: ClusterState, stop: threading.Event) -> threading.Thread:
-    """A daemon thread writing the queued estimate notes as Pod Events; failures are logged, never retried."""
-    core = client.CoreV1Api(api)
+    """A daemon thread writing the queued estimate notes as Pod Events; failures are logged, never retried
+    (each POST waits at most _CONNECT_TIMEOUT_S + _EVENT_READ_TIMEOUT_S, its answer is not read)."""
     notes = state.estimates.notes
 
     def run() -> None:
@@ -290,12 +292,12 @@ def start_event_writer(api: client.ApiClient, state: ClusterState, stop: threadi
             except queue.Empty:
                 continue
             now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            path = f"/api/v1/namespaces/{quote(note.namespace, safe='')}/events"
             try:
-                core.create_namespaced_event(note.namespace, event_body(note, now))  # type: ignore[arg-type]
-            except ApiException as err:
-                log.info("event for pod %s/%s not written: %s %s", note.namespace, note.name, err.status, err.reason)
-            except (OSError, ValueError) as err:
-                log.info("event for pod %s/%s not written: %s", note.namespace, note.name, err)
+                apiread.post(api, path, event_body(note, now), _CONNECT_TIMEOUT_S, _EVENT_READ_TIMEOUT_S)
+            except (OSError, ValueError, urllib3.exceptions.HTTPError) as err:
+                log.info("event for pod %s/%s not written: %s", ascii(note.namespace)[:80], ascii(note.name)[:80],
+                         one_line(err))  # fmt: skip
 
     thread = threading.Thread(target=run, name="estimate-events", daemon=True)
     thread.start()

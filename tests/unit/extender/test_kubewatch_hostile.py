@@ -24,6 +24,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from statictrain_extender import kubewatch
+from statictrain_extender.estimates import PodNote
 from statictrain_extender.state import ClusterState
 
 from .builders import node_obj
@@ -91,6 +92,9 @@ class ApiServer:
         self.lists: list[Respond] = []
         self.watches: list[Respond] = []
         self.seen: list[dict[str, list[str]]] = []
+        self.posts: list[Respond] = []
+        self.posted: list[tuple[str, object]] = []
+        self.released = threading.Event()
         self.auth: set[str] = set()
         outer = self
 
@@ -105,6 +109,15 @@ class ApiServer:
                 try:
                     respond(self)
                 except OSError:  # the client went away (it gave up on an endless body)
+                    self.close_connection = True
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                outer.posted.append((self.path, orjson.loads(body)))
+                respond = outer.posts.pop(0) if outer.posts else json_answer({}, status=201)
+                try:
+                    respond(self)
+                except OSError:
                     self.close_connection = True
 
             def log_message(self, *args: Any) -> None:
@@ -139,8 +152,10 @@ def api_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiServer]:
     monkeypatch.setattr(kubewatch, "MAX_EVENT_BYTES", 256 << 10, raising=False)
     monkeypatch.setattr(kubewatch, "_LIST_READ_TIMEOUT_S", 0.5, raising=False)
     monkeypatch.setattr(kubewatch, "_RETRY_S", 0.05, raising=False)
+    monkeypatch.setattr(kubewatch, "_EVENT_READ_TIMEOUT_S", 0.5, raising=False)
     server = ApiServer()
     yield server
+    server.released.set()
     server.httpd.shutdown()
     server.httpd.server_close()
 
@@ -235,3 +250,31 @@ def test_objects_of_any_shape_are_skipped_or_cached_never_break_the_cache(
         server.httpd.shutdown()
         server.httpd.server_close()
     assert {"first", "second", "third"} <= set(state.nodes)
+
+
+def test_the_event_writer_goes_on_after_a_stalled_or_endless_answer(
+    api_server: ApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each Pod Event is one POST; an answer that never comes, an endless one or an error with an endless
+    body costs at most a read timeout and a bounded read: the next notes are still written."""
+    api_server.posts += [
+        lambda h: api_server.released.wait(),  # never answers (until the test ends)
+        lambda h: (h.send_response(500), h.end_headers(), endless(b"x")(h)),
+        endless(b"{"),
+    ]
+    state = ClusterState()
+    notes = [PodNote("ns", f"p{i}", f"u{i}", "m") for i in range(4)]
+    for note in notes:
+        state.estimates.notes.put_nowait(note)
+    stop = threading.Event()
+    with caplog.at_level(logging.INFO, logger=kubewatch.__name__):
+        kubewatch.start_event_writer(kubewatch.api_client(api_server.kubeconfig(tmp_path)), state, stop)
+        deadline = time.monotonic() + 20
+        while len(api_server.posted) < len(notes) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stop.set()
+    assert [path for path, _ in api_server.posted] == ["/api/v1/namespaces/ns/events"] * len(notes)
+    assert [body["involvedObject"]["name"] for _, body in api_server.posted] == [n.name for n in notes]  # type: ignore[index]
+    one_line_warnings(caplog)  # no traceback, each message one line
+    reported = [r.getMessage() for r in caplog.records if "not written" in r.getMessage()]
+    assert any("timed out" in m for m in reported) and any("HTTP 500" in m for m in reported), reported
