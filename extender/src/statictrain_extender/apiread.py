@@ -102,7 +102,7 @@ def _pieces(resp: urllib3.BaseHTTPResponse, deadline: float) -> Iterator[bytes]:
             return
         yield piece
         if time.monotonic() > deadline:
-            raise AnswerError("its answer took longer than its deadline")
+            raise AnswerError("its answer went on past its deadline")
 
 
 def read_json(resp: urllib3.BaseHTTPResponse, limit: int, deadline: float) -> Any:

@@ -80,6 +80,21 @@ def endless(piece: bytes) -> Respond:
     return respond
 
 
+def dripped(piece: bytes, every_s: float) -> Respond:
+    """``piece`` every ``every_s`` seconds without end (each socket read gets something in time)."""
+
+    def respond(h: http.server.BaseHTTPRequestHandler) -> None:
+        h.send_response(200)
+        h.send_header("Connection", "close")
+        h.end_headers()
+        while True:
+            h.wfile.write(piece)
+            h.wfile.flush()
+            time.sleep(every_s)
+
+    return respond
+
+
 def event(kind: str, obj: object) -> bytes:
     return orjson.dumps({"type": kind, "object": obj}) + b"\n"
 
@@ -151,6 +166,7 @@ def api_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ApiServer]:
     monkeypatch.setattr(kubewatch, "MAX_PAGE_BYTES", 1 << 20, raising=False)
     monkeypatch.setattr(kubewatch, "MAX_EVENT_BYTES", 256 << 10, raising=False)
     monkeypatch.setattr(kubewatch, "_LIST_READ_TIMEOUT_S", 0.5, raising=False)
+    monkeypatch.setattr(kubewatch, "_LIST_DEADLINE_S", 0.5, raising=False)
     monkeypatch.setattr(kubewatch, "_RETRY_S", 0.05, raising=False)
     monkeypatch.setattr(kubewatch, "_EVENT_READ_TIMEOUT_S", 0.5, raising=False)
     server = ApiServer()
@@ -205,6 +221,7 @@ HOSTILE_READS: dict[str, tuple[list[Respond], list[Respond], str]] = {
     "list not JSON": ([stream(b"{]")], [], "not JSON"),
     "wrong Content-Length": ([lambda h: (h.send_response(200), h.send_header("Content-Length", "1000"),
                               h.end_headers(), h.wfile.write(b'{"items":'))], [], "IncompleteRead"),
+    "dripped list": ([dripped(b" ", 0.05)], [], "deadline"),
     "stalled list": ([stream(b'{"items": [', then=lambda: time.sleep(3))], [], "timed out"),
     "gzip not asked for": ([lambda h: (h.send_response(200), h.send_header("Content-Encoding", "gzip"),
                             h.send_header("Content-Length", "0"), h.end_headers())], [], "Content-Encoding"),
