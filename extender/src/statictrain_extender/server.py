@@ -266,8 +266,9 @@ def build_app(
                 resp = web.Response(status=err.status, body=orjson.dumps(out), content_type=JSON)
                 resp.force_close()
             except Exception as err:  # a shape decisions did not foresee: still a valid answer
-                _log.warning("%s: malformed ExtenderArgs (%s: %s)", verb, type(err).__name__, err)
-                message = f"malformed ExtenderArgs ({type(err).__name__}): {err}"[:500]
+                text = " ".join(str(err).split())[:300]  # one line, whatever the error's text holds
+                _log.warning("%s: malformed ExtenderArgs (%s: %s)", verb, type(err).__name__, text)
+                message = f"malformed ExtenderArgs ({type(err).__name__}): {text}"
                 if verb == "filter":
                     resp = web.Response(body=orjson.dumps(filter_error(message)), content_type=JSON)
                 else:

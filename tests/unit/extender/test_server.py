@@ -438,3 +438,29 @@ def test_healthz_is_answered_while_a_large_request_is_scored(verb: str) -> None:
         assert len(answer["FailedNodes"]) == 12_000  # the ghosts; the cached A100 nodes pass
     else:
         assert answer == prioritize_result(fresh, args, NAMES, Weights())
+
+
+def test_an_unforeseen_error_is_one_log_line_and_a_valid_answer(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Fault injection: scoring raises with a multi-line message (as the text of a client's value may)."""
+
+    def broken(*_args: Any) -> Any:
+        raise ValueError("line one\nline two\r\nline three")
+
+    monkeypatch.setattr("statictrain_extender.server.filter_answer", broken)
+    monkeypatch.setattr("statictrain_extender.server.prioritize_answer", broken)
+    answers: list[tuple[int, Any]] = []
+    body = orjson.dumps({"Pod": pod_obj(), "NodeNames": ["n0"]})
+
+    async def run(session: aiohttp.ClientSession, base: str) -> None:
+        for verb in ("filter", "prioritize"):
+            answers.append(await post(session, f"{base}/scheduler/{verb}", body))
+
+    with caplog.at_level(logging.WARNING, logger="statictrain_extender.server"):
+        serve(filled(), run)
+    (fstatus, fout), (pstatus, pout) = answers
+    assert fstatus == 200 and "ValueError" in fout["Error"] and pstatus == 400 and "ValueError" in pout["Error"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "statictrain_extender.server"]
+    assert len(lines) == 2 and all("\n" not in m and "\r" not in m for m in lines), lines
+    assert not [r for r in caplog.records if r.exc_info]
