@@ -92,9 +92,10 @@ def _list(
         query = {**selectors, "limit": str(PAGE), **({"continue": token} if token else {})}
         resp = apiread.get(api, path, query, _CONNECT_TIMEOUT_S, _LIST_READ_TIMEOUT_S)
         page = apiread.read_json(resp, MAX_PAGE_BYTES, time.monotonic() + _LIST_DEADLINE_S)
-        if not isinstance(page, dict) or not isinstance(page.get("items", []), list):
+        listed = page.get("items") if isinstance(page, dict) else ()
+        if not isinstance(page, dict) or not isinstance(listed, list | None):
             raise apiread.AnswerError("its answer is not a list object")
-        items += [obj for obj in page.get("items", []) if isinstance(obj, dict)]
+        items += [obj for obj in listed or [] if isinstance(obj, dict)]
         total += 1
         meta = page.get("metadata")
         meta = meta if isinstance(meta, dict) else {}

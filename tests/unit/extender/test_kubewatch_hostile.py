@@ -213,6 +213,17 @@ def test_pages_are_joined_and_the_watch_is_applied(api_server: ApiServer, tmp_pa
     assert api_server.auth == {"Bearer secret-token"}
 
 
+def test_a_list_with_null_items_is_an_empty_list(
+    api_server: ApiServer, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    api_server.lists.append(json_answer({"kind": "NodeList", "metadata": {"resourceVersion": "3"}, "items": None}))
+    api_server.watches.append(stream(event("ADDED", node_obj("d"))))
+    with caplog.at_level(logging.INFO, logger=kubewatch.__name__):
+        state = watch_until(api_server, tmp_path, lambda s: "d" in s.nodes)
+    assert set(state.nodes) == {"d"} and one_line_warnings(caplog) == []
+    assert next(q for q in api_server.seen if "watch" in q)["resourceVersion"] == ["3"]
+
+
 HOSTILE_READS: dict[str, tuple[list[Respond], list[Respond], str]] = {
     # name: (list answers, watch answers, what the warning says), then a good list follows
     "endless list body": ([endless(b" ")], [], "over"),
