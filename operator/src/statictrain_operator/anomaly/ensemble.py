@@ -72,7 +72,7 @@ class EnsembleSettings:
     """Channels whose evidence is combined by max."""
     shape_m: int = 16
     """Records in the ``shape`` feature's subsequence."""
-    history: int = 1000
+    history: int = 2000
     """Earlier feature values each record is ranked against."""
     tail: int = 50
     """Extreme earlier values a tail is fitted to for values beyond the history (0: ranks only)."""
