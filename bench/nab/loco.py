@@ -6,7 +6,10 @@ of all folds are scored together (NAB's normalisation over all files): that is `
 (and ``loco_reward_low_fp``, ``loco_reward_low_fn``). The full-split score is reported for the
 settings most folds chose (ties: the best score on the training categories), threshold in-sample.
 
+    .venv/bin/python bench/nab/run.py --data ../shared/data/nab --out bench/results/nab.json
     .venv/bin/python bench/nab/loco.py --data ../shared/data/nab --out bench/results/nab.json
+
+(run.py first: it rewrites the file's scores and drops an earlier ``loco``.)
 
 Scores per candidate are cached under ``--cache`` (a rerun only rescores). Results merge
 into ``--out`` under ``loco`` and the top-level keys ``loco_standard`` and ``full_split_standard``.

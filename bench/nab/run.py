@@ -5,7 +5,8 @@
 Detectors run in a process pool (``--workers``, default 2: the machine is shared).
 Writes the three normalised profile scores, per-category scores, per-file
 results, the fit+predict time of Prophet per series, the command, versions and
-machine.
+machine. Bad input (an unknown or ill-typed ``--set``, a selection without any labelled window)
+exits with status 1 and a one-line message.
 """
 
 from __future__ import annotations
@@ -61,29 +62,33 @@ def _versions() -> dict[str, str]:
 
 
 def _parse_set(detector: str, pairs: list[str]) -> object:
+    """The detector's settings with ``--set NAME=JSON`` overrides; exits with a one-line message on bad input."""
     if detector not in SETTINGS:
         if pairs:
             raise SystemExit(f"--set: the {detector} detector has no settings")
         return None
     cls = SETTINGS[detector]
+    defaults = cls()
     fields = {f.name for f in dataclasses.fields(cls)}
     out: dict[str, object] = {}
-    for pair in pairs:
-        name, _, raw = pair.partition("=")
-        if name not in fields:
-            raise SystemExit(f"--set {pair}: unknown setting {name!r}; known: {sorted(fields)}")
-        try:
-            value = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise SystemExit(f"--set {pair}: the value must be JSON ({exc})") from exc
-        if name == "channels":
-            channel = ensemble.Channel if detector == "ensemble" else discord.Channel
-            value = tuple(channel(*c) if isinstance(c, list) else channel(**c) for c in value)
-        out[name] = value
     try:
+        for pair in pairs:
+            name, _, raw = pair.partition("=")
+            if name not in fields:
+                raise ValueError(f"--set {pair}: unknown setting {name!r}; known: {sorted(fields)}")
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--set {pair}: the value must be JSON ({exc})") from exc
+            if name == "channels":
+                channel = ensemble.Channel if detector == "ensemble" else discord.Channel
+                value = tuple(channel(*c) if isinstance(c, list) else channel(**c) for c in value)
+            elif value is not None and not isinstance(value, type(getattr(defaults, name)) | int):
+                raise ValueError(f"--set {pair}: expected {type(getattr(defaults, name)).__name__}")
+            out[name] = value
         return cls(**out)
     except (TypeError, ValueError) as exc:
-        raise SystemExit(f"--set: {exc}") from exc
+        raise SystemExit(f"run.py: {exc}") from exc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -127,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, object] = {}
     per_category: dict[str, object] = {}
     for profile in profiles:
-        res = nab.score_corpus(files, profile)
+        try:
+            res = nab.score_corpus(files, profile)
+        except ValueError as exc:
+            raise SystemExit(f"run.py: {exc} (does --only select a file with a window?)") from exc
         short = {
             "standard": "standard",
             "reward_low_FP_rate": "reward_low_fp",
@@ -181,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             "prophet_timing_idle_machine",
             "tuning",
             "comparison",
+            "previous_detector",
+            "assumes",
         ):
             if key in existing:
                 report[key] = existing[key]
