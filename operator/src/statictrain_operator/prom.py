@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import http.cookiejar
 import json
+import logging
 import math
 import socket
 import threading
@@ -44,7 +45,12 @@ import urllib3
 from prometheus_api_client.prometheus_connect import PrometheusConnect
 from requests.adapters import HTTPAdapter
 from statictrain.cost import Sample
-from statictrain.redact import redact, safe_url
+from statictrain.redact import RedactingFilter, redact, safe_url
+
+# The libraries under the client log each request line at DEBUG, the URL's query (a token) with it: the records
+# are redacted where they are made, whichever handler (kopf's, a test's, a user's) receives them.
+for _name in ("urllib3.connectionpool", "prometheus_api_client.prometheus_connect"):
+    logging.getLogger(_name).addFilter(RedactingFilter())
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
