@@ -607,9 +607,9 @@ def test_projected_cost_and_budget_warning_before_the_limit(
         events = kget(cluster, "events", "-n", namespace, "--field-selector", f"involvedObject.name={name}")["items"]
         assert [e["reason"] for e in events].count("BudgetWarning") == 1, events
         table = cluster.kubectl("get", "stj", name, "-n", namespace).stdout.splitlines()
-        col = table[0].index("PROJECTED-USD")  # columns are aligned; PHASE and REPLICAS are empty here
-        shown = table[1][col:].split()[0]
-        assert Decimal(shown) > 1, table
+        col = table[0].index("PROJECTED")  # columns are aligned; PHASE and REPLICAS are empty here
+        shown = table[1][col:].split()[0]  # money for people: "$1.23"
+        assert shown.startswith("$") and Decimal(shown[1:]) > 1, table
     finally:
         cluster.remove_scrape_target(target)
         server.shutdown()
