@@ -11,6 +11,8 @@ import aiohttp
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 from statictrain import metrics
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT
+from statictrain_extender.speeds import class_key
 from statictrain_extender.state import ClusterState
 from statictrain_extender.stepstats import refresh_once
 
@@ -59,13 +61,18 @@ def sidecars(cluster: Any) -> Iterator[None]:
 
 def test_measured_step_times_reach_the_state(cluster: Any, sidecars: None) -> None:
     state = ClusterState()
+    key = class_key("team-nlp", "gpt2", None)  # a job without a workload class learns on its own
 
     async def refresh() -> bool:
         async with aiohttp.ClientSession() as session:
             ok = await refresh_once(session, cluster.prometheus_url, 30, state)
-        return ok and state.throughput_for(("team-nlp", "gpt2")) is not state.throughput_for(None)
+        return ok and state.throughput_for(key) is not state.throughput_for(None)
 
     wait_for(lambda: asyncio.run(refresh()), 90, "Prometheus to return the job's step times")
-    table = state.throughput_for(("team-nlp", "gpt2"))
-    assert table["H100"] / table["A100"] == pytest.approx(2.0, rel=0.05)
+    for _ in range(9):  # ten refreshes that saw the job in all
+        assert asyncio.run(refresh())
+    learned = state.throughput_for(key)
+    # measured H100/A100 = 0.5 s / 0.25 s = 2; the table's 3.17 weighs as one refresh of ten (geometric)
+    table = DEFAULT_RELATIVE_THROUGHPUT["H100"] / DEFAULT_RELATIVE_THROUGHPUT["A100"]
+    assert learned["H100"] / learned["A100"] == pytest.approx(2.0 ** (10 / 11) * table ** (1 / 11), rel=0.05)
     assert state.prometheus_ok is True
