@@ -86,6 +86,7 @@ from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.nodepool import GPU, Pool, node_manifests
+from statictrain_localcluster.waiting import crds_established
 from statictrain_operator.cli import build_parser, run_report
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.cluster import ClusterCost
@@ -551,7 +552,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     ns_a, ns_b = f"oracle-a-{rid}", f"oracle-b-{rid}"
     wait_for_no_worker_pods(sc)
     sc.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    sc.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}")
+    crds_established(sc.kubectl, [f"{labels.PLURAL}.{labels.GROUP}"])
     for ns in (ns_a, ns_b):
         sc.kubectl("create", "namespace", ns)
     # nodes: a spot GPU node of our own (deleted mid-scenario), a CPU node; every node gets a price

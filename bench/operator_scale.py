@@ -46,6 +46,7 @@ from typing import Any
 from kubernetes import client, config, watch
 from statictrain import labels
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
+from statictrain_localcluster.waiting import crds_established
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULT = REPO / "bench" / "results" / "operator_scale.json"
@@ -396,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
             "-f",
             str(REPO / "crds" / "statictrain.io_statictrainingjobs.yaml"),
         )
-        cluster.kubectl("wait", "--for=condition=Established", "crd/statictrainingjobs.statictrain.io")
+        crds_established(cluster.kubectl, ["statictrainingjobs.statictrain.io"])
         runs = []
         baseline: dict[int, dict[str, Any]] = {}
         base_sizes = {int(x) for x in str(args.baseline_sizes).split(",") if x.strip()}

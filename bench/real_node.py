@@ -41,6 +41,7 @@ from statictrain_localcluster import images, realnode
 from statictrain_localcluster.cluster import LocalCluster, build_binaries
 from statictrain_localcluster.nodeconfig import REAL_NODE_TOLERATION
 from statictrain_localcluster.paths import REPO_FILES, cache_root
+from statictrain_localcluster.waiting import crds_established
 
 OUT = Path(__file__).resolve().parent / "results" / "real_node.json"
 CRD = REPO_FILES / "crds" / "statictrain.io_statictrainingjobs.yaml"
@@ -157,7 +158,7 @@ def pod_to_running(c: LocalCluster, ns: str, image: str, i: int) -> float:
 
 def tiny_job_seconds(c: LocalCluster, ns: str, imgs: dict[str, str], runs: int) -> list[float]:
     c.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    c.kubectl("wait", "--for=condition=Established", "crd/statictrainingjobs.statictrain.io", "--timeout=60s")
+    crds_established(c.kubectl, ["statictrainingjobs.statictrain.io"])
     env = {
         **c.env,
         "STATICTRAIN_OPERATOR_NAMESPACES": ns,

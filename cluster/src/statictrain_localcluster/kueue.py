@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from statictrain_localcluster.waiting import crds_established
+
 __all__ = [
     "NAMESPACE", "KueueError", "crds", "manager_config", "seed_secret", "start", "wait_ready",
     "webhook_configurations",
@@ -151,8 +153,7 @@ def install(kubectl: Callable[..., Any], config_dir: Path, root: Path, webhook_p
     objs = [ns, seed_secret(certs), *crds(config_dir / "crd", webhook_port),
             *webhook_configurations((config_dir / "webhook" / "manifests.yaml").read_text(), webhook_port)]
     kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(objs))
-    kubectl("wait", "--for=condition=Established", "--timeout=60s",
-            *[f"crd/{c['metadata']['name']}" for c in objs if c["kind"] == "CustomResourceDefinition"])
+    crds_established(kubectl, [c["metadata"]["name"] for c in objs if c["kind"] == "CustomResourceDefinition"])
 
 
 def start(bin_dir: Path, root: Path, kubeconfig: Path, *, webhook_port: int, health_port: int,

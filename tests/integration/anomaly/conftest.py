@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from prometheus_client import CollectorRegistry, Gauge, Histogram, start_http_server
 from statictrain import labels, metrics
+from statictrain_localcluster.waiting import crds_established
 from statictrain_operator.anomaly.cluster import ClusterJobApi
 from statictrain_operator.kube import endpoint
 from statictrain_operator.kube.http import HttpKube
@@ -93,7 +94,7 @@ def job_api(cluster: Any) -> ClusterJobApi:
 @pytest.fixture(scope="module")
 def crd(cluster: Any) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}")
+    crds_established(cluster.kubectl, [f"{labels.PLURAL}.{labels.GROUP}"])
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 import yaml
 from statictrain import labels
 from statictrain_localcluster.cluster import LocalCluster
-from statictrain_localcluster.waiting import eventually
+from statictrain_localcluster.waiting import crds_established, eventually
 
 pytestmark = pytest.mark.cluster
 
@@ -121,7 +121,7 @@ def test_crd_applied_with_kubectl_is_served(cluster: LocalCluster, namespace: st
     }
     cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(crd))
     try:
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/widgets.{group}", "--timeout=60s")
+        crds_established(cluster.kubectl, [f"widgets.{group}"])
         ok = {"apiVersion": f"{group}/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 2}}
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(ok))
         assert get(cluster, f"widgets.{group}", "-n", namespace, "w")["spec"]["size"] == 2

@@ -33,7 +33,7 @@ from statictrain.promql import selector
 from statictrain_localcluster import prometheus
 from statictrain_localcluster.browser import check_page
 from statictrain_localcluster.cluster import LocalCluster
-from statictrain_localcluster.waiting import eventually
+from statictrain_localcluster.waiting import crds_established, eventually
 from statictrain_operator.cost.annotator import PRICE_NOTES
 from statictrain_operator.cost.budgets import BUDGET_ACTED
 from statictrain_operator.cost.cluster import ClusterCost
@@ -71,7 +71,7 @@ def kget(cluster: LocalCluster, *args: str) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def crd(cluster: LocalCluster) -> None:
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{labels.PLURAL}.{labels.GROUP}")
+    crds_established(cluster.kubectl, [f"{labels.PLURAL}.{labels.GROUP}"])
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
-from statictrain_localcluster.waiting import eventually
+from statictrain_localcluster.waiting import crds_established, eventually
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 CRD_FILE = REPO / "crds" / "statictrain.io_statictrainingjobs.yaml"
@@ -174,7 +174,7 @@ def crd(cluster: Any) -> str:
     """The StaticTrainingJob CRD, applied from crds/ and Established."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
     name = "statictrainingjobs.statictrain.io"
-    cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    crds_established(cluster.kubectl, [name])
     return name
 
 

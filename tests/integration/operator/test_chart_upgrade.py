@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+from statictrain_localcluster.waiting import crds_established
 
 from .conftest import REPO, wait_for
 
@@ -61,7 +62,7 @@ def test_helm_upgrade_serves_a_new_crd_field_and_uninstall_keeps_the_crd(
 
     try:
         cluster.helm("install", release, str(chart), "-n", namespace, "--wait=false", *light)
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{crd_name}", "--timeout=60s")
+        crds_established(cluster.kubectl, [crd_name])
         crd = json.loads(cluster.kubectl("get", "crd", crd_name, "-o", "json").stdout)
         assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
         assert crd["metadata"]["annotations"]["meta.helm.sh/release-name"] == release  # Helm owns it
@@ -89,7 +90,7 @@ def platform(cluster: Any) -> Iterator[None]:
     class that does not exist)."""
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(MONITORING_CRDS))
     for name in ("servicemonitors.monitoring.coreos.com", "podmonitors.monitoring.coreos.com"):
-        cluster.kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+        crds_established(cluster.kubectl, [name])
     priority = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                 "metadata": {"name": "statictrain-critical"}, "value": 1000000}
     cluster.kubectl("apply", "-f", "-", input=json.dumps(priority))
