@@ -77,10 +77,11 @@ test: setup kueue-build ## Run every test: unit, integration (real local cluster
 test-unit: $(STAMP) ## Run the unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff, mypy, the import-layer contracts, and the chart's checkers (helm lint, kubeconform, checkov)
+lint: $(STAMP) ## ruff, mypy, the import-layer contracts, no import cycle, and the chart's checkers (helm lint, kubeconform, checkov)
 	$(BIN)/ruff check .
 	$(BIN)/mypy core/src cluster/src sidecar/src extender/src operator/src trainer/src
 	$(BIN)/lint-imports
+	$(BIN)/python -m statictrain_localcluster.importcycles
 	$(BIN)/python -m statictrain_localcluster.chartlint
 
 chart-crds: ## Copy crds/ into the chart (charts/statictrain/files/crds/, which its CRD template reads)

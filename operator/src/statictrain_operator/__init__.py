@@ -6,6 +6,6 @@
   conditions), ``progress`` (status.progress/compile), ``cost`` (status.cost, the one budget
   enforcer), ``anomaly`` (anomalies, remediation); ``report``/``cli`` for the command line;
 - ``writer``: one writer per status field (server-side apply, a field manager per part);
-- ``kube``: the only edge to the API server (``port.Kube``, ``http.HttpKube``, ``fake.FakeKube``);
+- ``kube``: the only edge to the API server (``port.Kube``, ``http.HttpKube``; its fake is in tests/fakes/);
 - pure logic below: ``reconcile``, ``status``, ``children``, ``settings``.
 """

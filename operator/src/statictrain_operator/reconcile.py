@@ -1,6 +1,6 @@
 """What to do about a StaticTrainingJob's children: pure, no I/O.
 
-``plan`` compares the desired children (children.py) with what the API server
+``plan`` compares the desired children (children/) with what the API server
 holds and returns the writes that close the gap. It is safe to run any number
 of times (kopf may re-run a handler after a crash): creating what exists is a
 no-op, and objects that belong to another owner (a job deleted and re-created

@@ -21,8 +21,9 @@ from statictrain_operator import writer
 from statictrain_operator.anomaly import actions
 from statictrain_operator.anomaly.remediation import ActionKind, Intent
 from statictrain_operator.kube import endpoint, port
-from statictrain_operator.kube.fake import FakeKube
 from statictrain_operator.kube.http import HttpKube
+
+from tests.fakes.kube import FakeKube
 
 from .conftest import stj
 

@@ -22,7 +22,8 @@ from statictrain_operator.anomaly.remediation import (
     decide,
     intent_id,
 )
-from statictrain_operator.kube.fake import FakeKube
+
+from tests.fakes.kube import FakeKube
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 POLICY = PolicySettings(stabilization_s=300, cooldown_s=900)

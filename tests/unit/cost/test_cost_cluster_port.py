@@ -13,7 +13,8 @@ from typing import Any
 from statictrain import labels
 from statictrain_operator.cost.cluster import STATE_KEY, ClusterCost
 from statictrain_operator.kube import port
-from statictrain_operator.kube.fake import FakeKube
+
+from tests.fakes.kube import FakeKube
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

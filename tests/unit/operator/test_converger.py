@@ -11,8 +11,9 @@ import pytest
 from statictrain import labels
 from statictrain_operator import children, converger, runtime
 from statictrain_operator.kube import port
-from statictrain_operator.kube.fake import FakeKube
 from statictrain_operator.settings import Settings
+
+from tests.fakes.kube import FakeKube
 
 from . import builders as b
 

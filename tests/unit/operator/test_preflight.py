@@ -13,8 +13,9 @@ import pytest
 from statictrain import api, labels, preflight_message
 from statictrain_operator import children, converger, preflight, runtime, status
 from statictrain_operator.kube import port
-from statictrain_operator.kube.fake import FakeKube
 from statictrain_operator.settings import Settings
+
+from tests.fakes.kube import FakeKube
 
 from . import builders as b
 

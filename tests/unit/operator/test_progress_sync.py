@@ -14,9 +14,10 @@ from statictrain.cost import Sample
 from statictrain_operator import progress, workerpods
 from statictrain_operator.anomaly.cluster import ClusterJobApi
 from statictrain_operator.kube import port
-from statictrain_operator.kube.fake import FakeKube
 from statictrain_operator.progress.sync import SCRAPE_TENANCY_PODS, ProgressSync
 from statictrain_operator.prom import PrometheusUnavailableError, Series
+
+from tests.fakes.kube import FakeKube
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -11,7 +11,8 @@ import pytest
 from statictrain import api, labels
 from statictrain_operator import writer
 from statictrain_operator.kube import port
-from statictrain_operator.kube.fake import FakeKube
+
+from tests.fakes.kube import FakeKube
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 NS, NAME = "ns", "j"

@@ -2,7 +2,6 @@
 
 - ``port``: the ``Kube`` Protocol every part calls, the resources, what "missing" answers mean;
 - ``http``: ``HttpKube``, the port over the API server (aiohttp, one session on kopf's loop);
-- ``fake``: ``FakeKube``, the port in memory (checked against the real server by a contract test);
 - ``endpoint``: server and credentials, read once in main (kubeconfig or service account);
 - ``blocking``: calling the port from code with no loop (tools, tests);
 - ``events``, ``heartbeat``: Event and Lease bodies.

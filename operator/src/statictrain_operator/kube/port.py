@@ -1,7 +1,7 @@
 """The operator's one port to the Kubernetes API: resources, the ``Kube`` Protocol, its errors.
 
 Every part of the operator reads and writes the cluster through ``Kube`` (the
-real one is ``kube.http.HttpKube``, the in-memory one ``kube.fake.FakeKube``;
+real one is ``kube.http.HttpKube``, the in-memory one tests/fakes/kube.py's ``FakeKube``;
 tests/integration/operator/test_kube_contract.py runs the same cases against
 both). Bodies are plain dicts in the API server's camelCase. What an answer of
 "not there" means is decided here once, for every resource:

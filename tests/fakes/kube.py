@@ -1,4 +1,4 @@
-"""``FakeKube``: the ``Kube`` port in memory, for unit tests and the benchmark's dry runs.
+"""``FakeKube``: the ``Kube`` port (``statictrain_operator.kube.port``) in memory, for the unit tests.
 
 It is checked against the real API server by tests/integration/operator/test_kube_contract.py
 (the same cases run against both). What it models, and what it does not:
@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from .port import ApiError, Resource
+from statictrain_operator.kube.port import ApiError, Resource
 
 __all__ = ["LIST_MAP_KEYS", "FakeKube", "matches", "merge"]
 
