@@ -94,13 +94,13 @@ def test_small_chain_trains_on_cpu_and_fp8_is_skipped_with_its_reason() -> None:
             envvars.COMPILE_MODE: "none",
             envvars.PRECISION: "fp32",
             envvars.FP8: "true",
-            envvars.MAX_STEPS: "30",
+            envvars.MAX_STEPS: "20",
         }
     )
     torch.manual_seed(0)
-    trainer = Trainer(settings, llama.build_small_chain(), CPU)
+    trainer = Trainer(settings, dataclasses.replace(llama.build_small_chain(), learning_rate=3e-3), CPU)
     assert trainer.settings.fp8 is False
     assert any(n.startswith("fp8 skipped: needs a CUDA GPU of compute capability >= 8.9") for n in trainer.notes)
     result = trainer.run()
-    assert result.end_step == 30
-    assert statistics.mean(result.losses[-5:]) < 0.9 * statistics.mean(result.losses[:3]), result.losses
+    assert result.end_step == 20
+    assert statistics.mean(result.losses[-5:]) < 0.8 * statistics.mean(result.losses[:3]), result.losses
