@@ -12,6 +12,7 @@ from statictrain_trainer.autotune import (
     Outcome,
     choose,
     doubling,
+    dropped_lever,
     error_from_stderr,
     skip_reason,
 )
@@ -218,3 +219,39 @@ def test_levers_by_prior_gain_and_explained() -> None:
                         gpu=True).tune()  # fmt: skip
     assert "fp8: needs compute capability >= 8.9 and torchao" in report2.reason
     assert Candidate("default", 8, fp8=True).env()["STATICTRAIN_FP8"] == "true"
+
+
+def test_fp8_is_kept_only_where_it_pays_and_rowwise_is_listed_as_not_tried() -> None:
+    def tune(fp8_gain: float) -> tuple[Candidate, str, list[str]]:
+        clock = FakeClock()
+        runner, calls = fake_runner(clock, lambda c: 100.0 * (fp8_gain if c.fp8 else 1.0))
+        report = Autotuner(Candidate("default", 8), max_batch=8, budget_s=10_000, runner=runner, clock=clock,
+                           gpu=True, fp8_available=True).tune()  # fmt: skip
+        return report.chosen, report.reason, calls
+
+    chosen, reason, calls = tune(1.2)
+    assert chosen == Candidate("default", 8, fp8=True) and "default@8+fp8" in calls
+    assert "fp8_rowwise: measured -2.6%" in reason and "default@8+fp8_rowwise" not in calls
+    chosen, reason, calls = tune(1.01)  # faster, but within MIN_GAIN: noise, not a gain
+    assert "default@8+fp8" in calls
+    assert not chosen.fp8 and "fp8: 1.010x" in reason and "not kept" in reason
+
+
+def test_fp8_unavailable_reason_is_the_one_given() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 1.0)
+    why = "fp8 skipped: torchao is not installed in this image"
+    report = Autotuner(Candidate("default", 8), max_batch=8, budget_s=10_000, runner=runner, clock=clock, gpu=True,
+                       fp8_reason=why).tune()  # fmt: skip
+    assert why in report.reason and not any("fp8" in c for c in calls)
+    rowwise = Candidate("default", 8, fp8=True, fp8_recipe="rowwise")
+    assert rowwise.label == "default@8+fp8_rowwise" and rowwise.env()["STATICTRAIN_FP8_RECIPE"] == "rowwise"
+
+
+def test_a_lever_the_trial_switched_off_is_a_skip_not_a_measurement() -> None:
+    c = Candidate("default", 8, fp8=True)
+    note = "fp8 skipped: needs a CUDA GPU of compute capability >= 8.9 (tensorwise scaling), have (0, 0)"
+    assert dropped_lever(c, {"levers": {"fp8": False}, "notes": [note]}) == note
+    assert dropped_lever(c, {"levers": {"fp8": True}, "notes": []}) is None
+    assert dropped_lever(Candidate("default", 8), {"levers": {"fp8": False}}) is None
+    assert "switched off" in str(dropped_lever(Candidate("default", 8, chunked_loss=True), {"levers": {}}))
