@@ -295,7 +295,7 @@ class Autotuner:
         stop: threading.Event | None = None,
         record: FailureRecord | None = None,
         fp8_available: bool = False,
-        fp8_reason: str = "fp8: needs compute capability >= 8.9 and torchao",
+        fp8_reason: str = "",
     ) -> None:
         self.base = base
         self.max_batch = max(max_batch, base.batch_size)
@@ -381,7 +381,7 @@ class Autotuner:
     def _try_levers(self) -> None:
         levers = ["chunked_loss", "compile_optimizer", "fp8", "fp8_rowwise"]
         if not self.fp8_available:
-            self.notes.append(self.fp8_reason)
+            self.notes.append(self.fp8_reason or "fp8: needs compute capability >= 8.9 and torchao")
             levers = [n for n in levers if not n.startswith("fp8")]
         for lever in sorted(levers, key=lambda n: -PRIOR_GAIN[n]):
             if PRIOR_GAIN[lever] <= 0:
@@ -538,7 +538,7 @@ def tune_settings(
         stop=stop,
         record=FailureRecord(settings.autotune_record_dir, record_key),
         fp8_available=fp8_available,
-        **({"fp8_reason": fp8_reason} if fp8_reason else {}),
+        fp8_reason=fp8_reason,
     )
     return tuner.tune()
 
