@@ -60,3 +60,19 @@ def test_a_failing_float8_conversion_is_a_note_and_the_model_is_kept() -> None:
         assert "ModuleNotFoundError" in note or "ImportError" in note
     else:
         pytest.skip("torchao is installed here: its conversion is exercised on the GPU bench")
+
+
+@pytest.mark.parametrize("recipe", ["tensorwise", "rowwise"])
+def test_torchao_conversion_swaps_every_linear_but_the_head(recipe: levers.Fp8Recipe) -> None:
+    """Runs where torchao is importable (e.g. PYTHONPATH to the .whl/ wheel installed with --target):
+    the module swap needs no GPU, only the float8 matmuls do."""
+    float8 = pytest.importorskip("torchao.float8")
+    from statictrain_trainer.examples import llama  # noqa: PLC0415
+
+    model, note = levers.apply_fp8(llama.build_small().model, recipe)
+    assert note is None
+    linears = {n: type(m).__name__ for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert linears.pop("lm_head") == "Linear"
+    assert linears and set(linears.values()) == {"Float8Linear"}
+    want = float8.Float8LinearConfig.from_recipe_name(recipe)
+    assert all(m.config == want for m in model.modules() if hasattr(m, "config"))
