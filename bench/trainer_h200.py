@@ -59,6 +59,16 @@ then, with COMMON = ``--record-dir $OUT/record --out $OUT/trainer_h200.json --st
 each followed by ``cp -r /tmp/b?/autotune-logs $OUT/ 2>/dev/null; tail -40 $OUT/*.log``. After
 each call copy ``trainer_h200.json`` and ``record/*.json`` from the files that come back into
 bench/results/ and bench/results/autotune-record/ (the next call's working tree carries them).
+
+Profiles before and after (issue 28: where the time goes), in the time left of any call, after
+SETUP; each writes ``breakdown.json`` (device time per step by kind of kernel) and ``top.txt``::
+
+    for v in "bf16 false" "fp8 true"; do set -- $v; STATICTRAIN_ENTRYPOINT=statictrain_trainer.examples.llama:build
+      STATICTRAIN_COMPILE_MODE=default STATICTRAIN_PRECISION=bf16 STATICTRAIN_FP8=$2
+      python -m statictrain_trainer.trial --result $OUT/prof-llama-$1.json --steps 12 --warmup 6
+      --profile $OUT/prof-llama-$1 > $OUT/prof-llama-$1.log 2>&1; done
+
+(the same with ``STATICTRAIN_CHUNKED_LOSS=true`` for the chunked loss, and the gpt2 entrypoint).
 """
 
 from __future__ import annotations
