@@ -209,7 +209,8 @@ def test_levers_by_prior_gain_and_explained() -> None:
     runner, calls = fake_runner(clock, lambda c: 100.0 + (10.0 if c.fp8 else 0.0))
     report = Autotuner(Candidate("default", 8), max_batch=8, budget_s=10_000, runner=runner, clock=clock, gpu=True,
                        fp8_available=True).tune()  # fmt: skip
-    assert calls[-1] == "default@8+fp8"
+    assert calls[1] == "default@8+fp8"  # the highest prior gain first
+    assert calls[2] == "max-autotune@8+fp8"  # modes on top of the best so far
     assert report.chosen == Candidate("default", 8, fp8=True)
     assert "not tried: compile_optimizer: measured -0.3%" in report.reason
     assert "chunked_loss: measured -4.0%" in report.reason
@@ -255,3 +256,14 @@ def test_a_lever_the_trial_switched_off_is_a_skip_not_a_measurement() -> None:
     assert dropped_lever(c, {"levers": {"fp8": True}, "notes": []}) is None
     assert dropped_lever(Candidate("default", 8), {"levers": {"fp8": False}}) is None
     assert "switched off" in str(dropped_lever(Candidate("default", 8, chunked_loss=True), {"levers": {}}))
+
+
+def test_under_a_tight_budget_fp8_is_measured_before_the_modes_and_what_cannot_fit_never_starts() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 120.0 if c.fp8 else 100.0, seconds_each=40.0)
+    report = Autotuner(Candidate("default", 16), max_batch=16, budget_s=150, runner=runner, clock=clock, gpu=True,
+                       fp8_available=True).tune()  # fmt: skip
+    assert calls == ["default@16", "default@16+fp8", "reduce-overhead@16+fp8"]
+    errors = {o.candidate.label: o.error for o in report.outcomes}
+    assert errors["max-autotune@16+fp8"].startswith("skipped: needs about 286 s, 70 s of the budget left")
+    assert report.chosen.fp8

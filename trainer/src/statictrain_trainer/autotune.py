@@ -5,10 +5,11 @@ The search, in order of expected gain:
 1. the batch: doubling from the workload's batch (compile mode default) while
    throughput rises by more than MIN_GAIN;
 2. at that batch, the other compile modes (CUDA graphs come with reduce-overhead
-   and max-autotune), ordered by PRIOR_GAIN;
-3. on top of the best so far, the levers whose prior gain is positive, highest
-   first (FP8 with tensorwise scaling where the device, torch and torchao allow
-   it); levers measured slower are listed as not tried. A lever is kept only
+   and max-autotune) and the levers whose prior gain is positive, together in
+   order of PRIOR_GAIN, each on top of the best so far (FP8 with tensorwise
+   scaling first where the device, torch and torchao allow it, so the likeliest
+   win is measured before the budget runs out); levers measured slower are
+   listed as not tried. A lever is kept only
    when it beats the candidate it was added to by more than MIN_GAIN, so FP8 is
    picked where it pays and bf16 where it does not (small matmuls).
 
@@ -369,16 +370,16 @@ class Autotuner:
                 break
             best = outcome
         if best is not None and self.gpu:
-            batch = best.candidate.batch_size
-            for mode in sorted(GPU_MODES, key=lambda m: -PRIOR_GAIN.get(m, 0.0)):
-                self._try(Candidate(mode, batch))
-            self._try_levers()
+            self._try_modes_and_levers()
         chosen, reason = choose(self.outcomes, self.base)
         if self.notes:
             reason += "; not tried: " + "; ".join(self.notes)
         return Report(chosen=chosen, reason=reason, outcomes=tuple(self.outcomes), notes=tuple(self.notes))
 
-    def _try_levers(self) -> None:
+    def _try_modes_and_levers(self) -> None:
+        """At the batch found, the other compile modes and the levers, one at a time on top of the
+        best so far, in order of expected gain (so the likeliest win is measured before the budget
+        runs out); a lever is kept only when it beats its base by more than MIN_GAIN."""
         levers = ["chunked_loss", "compile_optimizer", "fp8", "fp8_rowwise"]
         if not self.fp8_available:
             self.notes.append(self.fp8_reason or "fp8: needs compute capability >= 8.9 and torchao")
@@ -386,15 +387,19 @@ class Autotuner:
         for lever in sorted(levers, key=lambda n: -PRIOR_GAIN[n]):
             if PRIOR_GAIN[lever] <= 0:
                 self.notes.append(f"{lever}: measured {PRIOR_GAIN[lever]:+.1%} on the reference model")
-                continue
+        steps = [*GPU_MODES, *(n for n in levers if PRIOR_GAIN[n] > 0)]
+        for step in sorted(steps, key=lambda n: -PRIOR_GAIN.get(n, 0.0)):
             best = self._best()
             if best is None:
                 return
-            outcome = self._try(with_lever(best.candidate, lever))
+            if step in GPU_MODES:
+                self._try(replace(best.candidate, compile_mode=step))  # type: ignore[arg-type]
+                continue
+            outcome = self._try(with_lever(best.candidate, step))
             if outcome.ok and outcome.samples_per_s <= best.samples_per_s * (1 + MIN_GAIN):
                 # Not worth it (noise or a loss): keep the candidate without it.
                 self.notes.append(
-                    f"{lever}: {outcome.samples_per_s / best.samples_per_s:.3f}x {best.candidate.label}, "
+                    f"{step}: {outcome.samples_per_s / best.samples_per_s:.3f}x {best.candidate.label}, "
                     f"not more than {1 + MIN_GAIN:.2f}x: not kept"
                 )
                 self.outcomes[-1] = replace(outcome, kept=False)
