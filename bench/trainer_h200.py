@@ -287,6 +287,7 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
         record=FailureRecord(record_dir, record_key(workload_name, torch.__version__, tag)),
         fp8_available=fp8_why is None,
         fp8_reason=fp8_why or "",
+        unit_hint_s=cold_trial_seconds(out),
     )
     t0 = time.perf_counter()
     report = tuner.tune()
@@ -318,6 +319,14 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
             out["autotuned_over_compiled_default_basis"] = (
                 f"{base.label} in the tuner" if default is not None else "the single phase's compiled run"
             )
+
+
+def cold_trial_seconds(out: dict[str, Any]) -> float:
+    """Wall seconds of the single phase's cold compiled run of this model (0 when not measured): the
+    tuner's unit of time until its own first cold trial, whose first trial hits the cache that run
+    filled and so cannot measure it (pure)."""
+    cold = (out.get("runs_single") or {}).get("compiled_cold") or {}
+    return float(cold.get("process_wall_seconds") or 0.0)
 
 
 def fp8_unsupported_here(args: argparse.Namespace) -> str | None:

@@ -267,3 +267,14 @@ def test_under_a_tight_budget_fp8_is_measured_before_the_modes_and_what_cannot_f
     errors = {o.candidate.label: o.error for o in report.outcomes}
     assert errors["max-autotune@16+fp8"].startswith("skipped: needs about 286 s, 70 s of the budget left")
     assert report.chosen.fp8
+
+
+def test_a_unit_hint_sizes_limits_until_the_first_cold_trial_measures_it() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 100.0, seconds_each=40.0)
+    report = Autotuner(Candidate("default", 16), max_batch=16, budget_s=150, runner=runner, clock=clock, gpu=True,
+                       unit_hint_s=20.0).tune()  # fmt: skip
+    limits = {o.candidate.label: o.limit_s for o in report.outcomes if o.limit_s}
+    assert limits["default@16"] == 2.0 * 20.0  # from the hint, not the whole budget
+    assert limits["reduce-overhead@16"] == 2.0 * 1.1 * 40.0  # the measured cold trial replaced it
+    assert calls == ["default@16", "reduce-overhead@16"]

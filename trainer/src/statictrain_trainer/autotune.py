@@ -297,6 +297,7 @@ class Autotuner:
         record: FailureRecord | None = None,
         fp8_available: bool = False,
         fp8_reason: str = "",
+        unit_hint_s: float = 0.0,
     ) -> None:
         self.base = base
         self.max_batch = max(max_batch, base.batch_size)
@@ -311,7 +312,10 @@ class Autotuner:
         self.outcomes: list[Outcome] = []
         self.notes: list[str] = []
         self._known: dict[str, dict[str, Any]] = {}
-        self._unit_s = 0.0
+        self._unit_s = max(0.0, unit_hint_s)
+        """Wall seconds of a cold default-mode trial: from unit_hint_s (a cold run measured elsewhere,
+        e.g. the bench's single phase) until the first cold trial here measures it."""
+        self._unit_measured = False
         self._t0 = 0.0
 
     def _left(self) -> float:
@@ -339,9 +343,10 @@ class Autotuner:
             )
         else:
             outcome = replace(self.runner(candidate, limit), limit_s=limit)
-            if self._unit_s <= 0 and outcome.ok and not outcome.cache_hit:
-                # The first cold trial is the unit of every estimate.
+            if not self._unit_measured and outcome.ok and not outcome.cache_hit:
+                # The first cold trial is the unit of every estimate (it replaces any hint).
                 self._unit_s = outcome.seconds / candidate.expected_cost()
+                self._unit_measured = True
             self.record.add(outcome)
         self.outcomes.append(outcome)
         log.info(
