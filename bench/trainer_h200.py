@@ -37,11 +37,15 @@ On the H200 device machine (no package index there; Python 3.12, torch 2.11.0+cu
 calls of under 9 minutes each. torchao 0.18.0 (built against torch 2.11) travels as the wheel in
 the worktree's ``.whl/`` (git-ignored: fetch it with ``python3 -m pip download --no-deps
 --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
-torchao==0.18.0``), carried with ``carry: [".whl"]``; the failure/timeout record lives in
+torchao==0.18.0``; torchao-0.18.0-cp310-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl,
+sha256 6540b148…a9feebe, 3.4 MB), carried with ``carry: [".whl"]``; the failure/timeout record lives in
 bench/results/autotune-record/ (commit what comes back, so later calls skip what failed). Each
-call starts with SETUP::
+call starts with SETUP (all of it is in ``bench/trainer_h200_device.sh``: ``run`` with carry
+``[".whl"]`` and the command ``bash bench/trainer_h200_device.sh llama`` (then ``llama-parity``,
+``gpt2``, ``profile``; ``setup`` checks the install only)::
 
-    pip install --no-index --no-deps --target /tmp/ao .whl/torchao-0.18.0-*.whl &&
+    { python -m pip install -q --no-index --no-deps --target /tmp/ao .whl/torchao-0.18.0-*.whl ||
+      python -m zipfile -e .whl/torchao-0.18.0-*.whl /tmp/ao; } &&
     export PYTHONPATH=$PWD/core/src:$PWD/trainer/src:/tmp/ao &&
     python -c 'import torch, torchao; print(torch.__version__, torchao.__version__)' &&
     cp bench/results/trainer_h200.json $OUT/ && mkdir -p $OUT/record &&
