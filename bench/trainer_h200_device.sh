@@ -29,7 +29,7 @@ case $call in
     for v in "llama bf16 false" "llama fp8 true" "gpt2 bf16 false" "gpt2 fp8 true"; do
       set -- $v
       STATICTRAIN_ENTRYPOINT=statictrain_trainer.examples.$1:build STATICTRAIN_COMPILE_MODE=default \
-      STATICTRAIN_PRECISION=bf16 STATICTRAIN_FP8=$3 timeout 150 python -m statictrain_trainer.trial \
+      STATICTRAIN_PRECISION=bf16 STATICTRAIN_FP8=$3 timeout 130 python -m statictrain_trainer.trial \
         --result "$OUT/prof-$1-$2.json" --steps 12 --warmup 6 --profile "$OUT/prof-$1-$2" > "$OUT/prof-$1-$2.log" 2>&1
       echo "profile $1 $2: exit $?"
     done ;;
