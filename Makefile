@@ -1,7 +1,9 @@
 # statictrain: FinOps-aware torch.compile training on Kubernetes.
 # `make help` lists the targets. Everything installs itself on a fresh machine:
 # Python packages into .venv (wheels cached by pip outside the repo), the
-# control-plane binaries into ~/.cache/statictrain/<versions>/bin.
+# control-plane binaries into ~/.cache/statictrain/<versions>/bin (release binaries,
+# checksum-verified, where their release publishes sums; built from Go modules otherwise),
+# the chart checkers into ~/.cache/statictrain/tools/<tool>-<version>.
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -18,6 +20,9 @@ help: ## Show this help
 	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN{FS=":.*?## "}{printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}'
 
 # The image builds (mostly download, unpack and disk) run beside the Go builds (CPU).
+# Release hosts of the downloaded binaries (defaults in cluster/src/statictrain_localcluster/releases.py):
+# STATICTRAIN_RELEASES_K8S, _ETCD, _HELM, _COREDNS, e.g. `make setup STATICTRAIN_RELEASES_K8S=https://mirror/k8s`;
+# STATICTRAIN_DOWNLOADS=off builds everything from Go modules.
 setup: $(STAMP) system-deps ## Everything a fresh machine needs (venv, Debian packages, cluster binaries, images)
 	@$(MAKE) --no-print-directory images & images=$$!; \
 	$(MAKE) --no-print-directory cluster-build || { wait $$images; exit 1; }; wait $$images
@@ -44,11 +49,14 @@ $(STAMP): requirements-dev.txt $(addsuffix /pyproject.toml,$(DISTS))
 
 dev: $(STAMP) ## Create .venv with every distribution installed editable
 
-cluster-build: ## Build (once, cached) the control plane, kwok, helm, the real node's kubelet, CoreDNS, local-path provisioner, NetworkPolicy enforcer, Kueue
+cluster-build: ## Fetch or build (once, cached) the control plane, kwok, helm, the real node's kubelet, CoreDNS, local-path provisioner, NetworkPolicy enforcer
 	@bash cluster/src/statictrain_localcluster/build-binaries.sh >/dev/null
-	@bash cluster/src/statictrain_localcluster/build-kueue.sh >/dev/null
 	@bash cluster/src/statictrain_localcluster/build-node.sh >/dev/null
 	@bash cluster/src/statictrain_localcluster/build-netpol.sh >/dev/null
+
+# Kueue publishes no manager binary: built from its Go module, for the tests only (make demo does not use it).
+kueue-build: ## Build (once, cached) Kueue's manager for the tests that run Kueue
+	@bash cluster/src/statictrain_localcluster/build-kueue.sh >/dev/null
 
 images: $(STAMP) system-deps ## Build (cached) the real node's images (Dockerfile trainer, sidecar; busybox) and image store
 	$(BIN)/python -m statictrain_localcluster.images
@@ -62,19 +70,24 @@ cluster-down: ## Stop the local cluster and remove its state
 cluster-status: ## Show the local cluster's status
 	$(BIN)/statictrain-cluster status
 
-test: setup ## Run every test: unit, integration (real local cluster) and e2e
+test: setup kueue-build ## Run every test: unit, integration (real local cluster) and e2e
 	@rc=0; $(BIN)/pytest $(PYTEST_ARGS) || rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests: that is a failure here" >&2; fi; exit $$rc
 
 test-unit: $(STAMP) ## Run the unit tests only (no cluster)
 	$(BIN)/pytest tests/unit $(PYTEST_ARGS)
 
-lint: $(STAMP) ## ruff, mypy and the import-layer contracts
+lint: $(STAMP) ## ruff, mypy, the import-layer contracts, and the chart's checkers (helm lint, kubeconform, checkov)
 	$(BIN)/ruff check .
 	$(BIN)/mypy core/src cluster/src sidecar/src extender/src operator/src trainer/src
 	$(BIN)/lint-imports
+	$(BIN)/python -m statictrain_localcluster.chartlint
+
+chart-crds: ## Copy crds/ into the chart (charts/statictrain/files/crds/, which its CRD template reads)
+	rm -f charts/statictrain/files/crds/*.yaml
+	cp crds/*.yaml charts/statictrain/files/crds/
 
 demo: setup ## The whole loop on a local cluster: operator, training, cost report
 	$(BIN)/python -m statictrain_localcluster.demo
 
-.PHONY: help setup system-deps dev cluster-build images cluster-up cluster-down cluster-status test test-unit lint demo
+.PHONY: help setup system-deps dev cluster-build kueue-build images cluster-up cluster-down cluster-status test test-unit lint chart-crds demo

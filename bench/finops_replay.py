@@ -36,22 +36,26 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 from extender_throughput import start_extender, wait  # bench/ sibling module
 from kubernetes import client
+from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
 from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_extender.gpus import gpu_family
 from statictrain_extender.kubewatch import api_client
-from statictrain_extender.replay.arms import Arm, scheduler_config, standard_arms
+from statictrain_extender.replay.arms import Arm, learning_arms, scheduler_config, standard_arms
 from statictrain_extender.replay.manifests import REPLAY_LABEL, node_manifest, node_name, pod_manifest
 from statictrain_extender.replay.prices import CATALOG_MODEL, gpu_product, price_nodes
 from statictrain_extender.replay.runner import delete_nodes, ensure_nodes
 from statictrain_extender.replay.sidebyside import SEGMENT_LABEL, ArmRun, run_segment
+from statictrain_extender.replay.steptimes import STEP_REFERENCE_S, StepExporter
 from statictrain_extender.replay.trace import TracePod, parse_nodes, parse_pods
+from statictrain_extender.replay.truth import CLASSES, SCENARIOS, truth, workload_class_of
 from statictrain_extender.replay.workload import (
     REFERENCE_FAMILY,
     compression_for,
@@ -105,11 +109,14 @@ class Replay:
         table = dict(DEFAULT_RELATIVE_THROUGHPUT)
         if args.throughput_scale_old != 1.0:  # sensitivity: the world is not what the table says
             table = {f: v * args.throughput_scale_old if v < 0.5 else v for f, v in table.items()}
-        self.table = table
+        self.truth = truth(args.scenario, table)
+        self.table = self.truth["compute"]
         self.families = {n.name: gpu_family(gpu_product(n.model)) for n in self.inventory}
         self.unknown_families = sorted({f for f in self.families.values() if f not in table})
+        self.exporter: StepExporter | None = None
         self.capacity_milli = sum(n.gpus * 1000 for n in self.inventory)
-        self.slots = max(5, 1 + len(args.cv_weights))
+        eval_slots = 4 if args.arms == "learning" else 5
+        self.slots = eval_slots if args.weights else max(eval_slots, 1 + len(args.cv_weights))
         self.files = (nodes_file, pods_file)
 
     def slot_prefix(self, slot: int) -> str:
@@ -120,8 +127,13 @@ class Replay:
         out = {}
         for n in self.inventory:
             family = self.families[n.name]
+            unknown = Weights().unknown_throughput
             out[node_name(self.slot_prefix(slot), n)] = NodeFacts(
-                family, n.gpus, float(prices[n.name].hourly_usd), self.table.get(family, Weights().unknown_throughput)
+                family,
+                n.gpus,
+                float(prices[n.name].hourly_usd),
+                self.table.get(family, unknown),
+                {c: self.truth[c].get(family, unknown) for c in CLASSES},
             )
         return out
 
@@ -140,22 +152,43 @@ class Replay:
         procs: list[subprocess.Popen[bytes]] = []
         logs = []
         urls: dict[str, str] = {}
+        self.learn_bases: dict[str, str] = {}
+        target = f"{self.run_id}-{name}-steps"
+        if any(a.learn for a in arms):
+            gpu_models = {
+                node_name(self.slot_prefix(slot), n): gpu_product(n.model)
+                for slot in range(self.slots)
+                for n in self.inventory
+            }
+            self.exporter = StepExporter(gpu_models, self.args.speedup)
+            self.cluster.add_scrape_target(target, self.exporter.address)
         try:
             for key in sorted({a.extender_key for a in arms if a.extender_key}):
-                weights = next(a.weights for a in arms if a.extender_key == key)
+                arm0 = next(a for a in arms if a.extender_key == key)
+                weights = arm0.weights
                 assert weights is not None
                 names = ",".join(a.scheduler_name for a in arms if a.extender_key == key)
+                env = {
+                    "STATICTRAIN_EXTENDER_WEIGHT_COST": str(weights.cost),
+                    "STATICTRAIN_EXTENDER_WEIGHT_PACK": str(weights.pack),
+                    "STATICTRAIN_PROMETHEUS_URL": "",
+                }
+                if arm0.learn:  # the production feedback path: step times through the cluster's Prometheus
+                    env.update(
+                        {
+                            "STATICTRAIN_PROMETHEUS_URL": self.cluster.prometheus_url,
+                            "STATICTRAIN_EXTENDER_REFRESH_SECONDS": str(self.args.refresh_s),
+                            "STATICTRAIN_EXTENDER_STEP_WINDOW_SECONDS": str(self.args.step_window_s),
+                            "STATICTRAIN_EXTENDER_PRIOR_SAMPLES": str(self.args.prior_samples),
+                        }
+                    )
                 proc, base = start_extender(
-                    self.cluster.kubeconfig,
-                    names,
-                    self.workdir / f"extender-{name}-{key}.log",
-                    {
-                        "STATICTRAIN_EXTENDER_WEIGHT_COST": str(weights.cost),
-                        "STATICTRAIN_EXTENDER_WEIGHT_PACK": str(weights.pack),
-                    },
+                    self.cluster.kubeconfig, names, self.workdir / f"extender-{name}-{key}.log", env
                 )
                 procs.append(proc)
                 urls[key] = f"{base}/scheduler"
+                if arm0.learn:
+                    self.learn_bases[arm0.key] = base
                 wait(_healthy(base), 120, f"extender {key}")
             repo_cfg = yaml.safe_load((REPO / "deploy/scheduler/kube-scheduler-config.yaml").read_text())
             tuned = next(p for p in repo_cfg["profiles"] if p["schedulerName"] == "statictrain-scheduler")
@@ -186,11 +219,18 @@ class Replay:
                 proc.wait(30)
             for f in logs:
                 f.close()
+            if self.exporter is not None:
+                self.cluster.remove_scrape_target(target)
+                self.exporter.close()
+                self.exporter = None
 
     def segment(self, phase: str, arms: Sequence[Arm], label: str, start: int, load: float) -> dict[str, Any]:
         args = self.args
         k = compression_for(self.pods, start, args.length, self.capacity_milli, load)
-        tasks = tasks_for(self.pods, start, args.length, k)
+        tasks = [
+            t if t.service else replace(t, workload_class=workload_class_of(t.name))
+            for t in tasks_for(self.pods, start, args.length, k)
+        ]
         segment = f"{self.run_id}-{phase}-{label}".lower()
         runs = []
         for slot, arm in enumerate(arms):
@@ -206,9 +246,15 @@ class Replay:
                     uniform_throughput=arm.uniform or t.service,
                 )
                 m["metadata"]["labels"][SEGMENT_LABEL] = segment
+                if arm.weights is not None and not (arm.uniform or t.service):  # a training job of its class
+                    m["metadata"]["labels"][labels.JOB] = m["metadata"]["name"]
+                    m["metadata"]["labels"][labels.WORKLOAD_CLASS] = t.workload_class
                 manifests[t.name] = m
-            throughput = {n: f.throughput for n, f in self.facts(slot).items()}
-            runs.append(ArmRun(arm.key, namespace, manifests, throughput))
+            facts = self.facts(slot)
+            throughput = {n: f.throughput for n, f in facts.items()}
+            by_class = {c: {n: f.class_throughput[c] for n, f in facts.items()} for c in CLASSES}
+            reporter = self.exporter if arm.learn else None
+            runs.append(ArmRun(arm.key, namespace, manifests, throughput, by_class, reporter))
         log.info(
             "%s: %d tasks (%d prefilled), compression %.1f, load %.0f%%",
             segment,
@@ -221,6 +267,9 @@ class Replay:
         result = run_segment(
             self.core, segment=segment, arms=runs, tasks=tasks, speedup=args.speedup, length_s=args.length
         )
+        if self.exporter is not None:
+            self.exporter.clear()  # the segment's pods are gone
+        learned = {key: _learned_figures(base) for key, base in self.learn_bases.items()}
         figures: dict[str, Any] = {}
         for slot, arm in enumerate(arms):
             placements = {
@@ -253,6 +302,7 @@ class Replay:
             "errors": len(result.errors),
             "error_samples": result.errors[:5],
             "arms": figures,
+            "learned": learned,
         }
 
     def _variant(self, slot: int, prices: dict[str, Any]) -> dict[str, float]:
@@ -262,7 +312,7 @@ class Replay:
 def _batch_reprice(
     tasks: Any, placements: Any, facts: dict[str, NodeFacts], prices: dict[str, float], args: Any
 ) -> Any:
-    repriced = {n: NodeFacts(f.family, f.gpus, prices[n], f.throughput) for n, f in facts.items()}
+    repriced = {n: replace(f, hourly_usd=prices[n]) for n, f in facts.items()}
     return arm_figures(tasks, placements, repriced, args.speedup, args.length)["batch_cost_per_work"]
 
 
@@ -271,6 +321,23 @@ def _lags(created: dict[str, dict[str, float]], tasks: Any, speedup: float) -> d
     planned = {t.name: t.arrive_s / speedup for t in tasks if not t.prefilled}
     lags = [at - planned[n] for arm in created.values() for n, at in arm.items() if n in planned]
     return {"p50": quantile(lags, 0.5), "p99": quantile(lags, 0.99), "max": max(lags, default=None)}
+
+
+def _learned_figures(base: str) -> dict[str, Any]:
+    """What the learning extender shows on /metrics: learned and table throughput, samples, rejections."""
+    try:
+        with urllib.request.urlopen(f"{base}/metrics", timeout=5) as resp:
+            text = resp.read().decode()
+    except OSError as err:
+        return {"error": str(err)}
+    out: dict[str, Any] = {}
+    for line in text.splitlines():
+        for metric in ("learned_throughput", "table_throughput", "learned_samples", "step_samples_rejected_total"):
+            prefix = f"statictrain_extender_{metric}"
+            if line.startswith(prefix + "{"):
+                labels_part, value = line[len(prefix) :].rsplit(" ", 1)
+                out.setdefault(metric, {})[labels_part] = float(value)
+    return out
 
 
 def _healthy(base: str) -> Callable[[], bool]:
@@ -382,7 +449,35 @@ def summarize(segments: list[dict[str, Any]], loads: Sequence[float]) -> dict[st
             summary[arm]["node_hours_by_family_mean"] = {
                 fam: _mean([f["node_hours_by_family"].get(fam, 0.0) for f in figs]) for fam in families
             }
+        by_arm: dict[str, dict[str, Any]] = {}
+        for arm in [a for a in arms if a not in ("a", "b")]:
+            arm_ratios = [
+                _ratio(
+                    r["arms"][arm]["batch_cost_per_work"],
+                    min(r["arms"]["a"]["batch_cost_per_work"], r["arms"]["b"]["batch_cost_per_work"]),
+                )
+                for r in runs
+            ]
+            arm_p99 = [_ratio(r["arms"][arm]["pending_p99_s"], r["arms"]["b"]["pending_p99_s"]) for r in runs]
+            arm_unsched = [r["arms"][arm]["unscheduled"] - r["arms"]["b"]["unscheduled"] for r in runs]
+            by_arm[arm] = {
+                "cost_per_work_ratio": _mean(arm_ratios),
+                "cost_per_work_ratio_sd": _sd(arm_ratios),
+                "cost_per_work_ratio_runs": arm_ratios,
+                "pending_p99_ratio": _mean(arm_p99),
+                "pending_p99_ratio_runs": arm_p99,
+                "unscheduled_delta": _mean(arm_unsched),
+            }
+        if "l" in by_arm and "e" in by_arm:  # learned minus table, per window (same pods, same run)
+            diffs = [
+                None if x is None or y is None else x - y
+                for x, y in zip(by_arm["l"]["cost_per_work_ratio_runs"], ratios, strict=True)
+            ]
+            by_arm["l"]["minus_e_runs"] = diffs
+            by_arm["l"]["minus_e"] = _mean(diffs)
+            by_arm["l"]["minus_e_sd"] = _sd(diffs)
         per_load[tag] = {
+            "by_arm_vs_better_stock": by_arm,
             "cost_per_work_ratio_runs": ratios,
             "cost_per_work_ratio_sd": _sd(ratios),
             "pending_p99_ratio_runs": p99,
@@ -417,6 +512,19 @@ def main() -> None:
         default=1.0,
         help="sensitivity: families below 0.5 of an A100 run this much faster than the table says",
     )
+    ap.add_argument(
+        "--scenario", choices=SCENARIOS, default="reference", help="how the GPUs' real speed differs (replay/truth.py)"
+    )
+    ap.add_argument(
+        "--arms",
+        choices=("standard", "learning"),
+        default="standard",
+        help="standard: a-e; learning: a, b, e and l (e learning from the pods' step times through Prometheus)",
+    )
+    ap.add_argument("--weights", help="cost:pack for the extender arms; given, no cross-validation is run")
+    ap.add_argument("--refresh-s", type=float, default=2.0, help="arm l: extender's step-time refresh (wall s)")
+    ap.add_argument("--step-window-s", type=float, default=5.0, help="arm l: step-time rate window (wall s)")
+    ap.add_argument("--prior-samples", type=float, default=1.0, help="arm l: weight of the table (samples)")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument(
         "--from-partial",
@@ -436,6 +544,7 @@ def main() -> None:
     cluster = LocalCluster(attach or f"st-bench-finops-{os.getpid()}")
     if not attach:
         cluster.start(build_binaries(log=sys.stderr), log=sys.stderr, real_node=False)
+    cluster_version = cluster.bin_dir.parent.name  # read while it runs: stop() forgets it
     workdir = Path(tempfile.mkdtemp(prefix="st-bench-finops-"))
     t_start = time.monotonic()
     candidates = {f"w{i}": w for i, w in enumerate(args.cv_weights)}
@@ -455,13 +564,18 @@ def main() -> None:
         else:
             replay.create_nodes()
             try:
-                cv_arms = [Arm("b", tuned=True), *(Arm(k, tuned=True, weights=w) for k, w in candidates.items())]
-                cv_results = replay.phase("cv", cv_arms, [(f"t{i}", s, 0.7) for i, s in enumerate(cv_starts)])
-                best, cv_table = choose_weights(cv_results, candidates)
-                chosen = candidates[best]
-                log.info("weights chosen by CV: %s %s", best, chosen)
+                if args.weights:
+                    chosen = Weights(*map(float, args.weights.split(":")))
+                    best, cv_table = "fixed", {"fixed": {"weights": [chosen.cost, chosen.pack], "by": "--weights"}}
+                else:
+                    cv_arms = [Arm("b", tuned=True), *(Arm(k, tuned=True, weights=w) for k, w in candidates.items())]
+                    cv_results = replay.phase("cv", cv_arms, [(f"t{i}", s, 0.7) for i, s in enumerate(cv_starts)])
+                    best, cv_table = choose_weights(cv_results, candidates)
+                    chosen = candidates[best]
+                    log.info("weights chosen by CV: %s %s", best, chosen)
                 segments = [(f"l{round(load * 100)}r{i}", s, load) for load in loads for i, s in enumerate(eval_starts)]
-                results = replay.phase("eval", standard_arms(chosen), segments)
+                eval_arms = learning_arms(chosen) if args.arms == "learning" else standard_arms(chosen)
+                results = replay.phase("eval", eval_arms, segments)
             finally:
                 replay.delete_nodes()
     finally:
@@ -515,6 +629,15 @@ def main() -> None:
             "reference_family": REFERENCE_FAMILY,
             "throughput_table": replay.table,
             "throughput_scale_old": args.throughput_scale_old,
+            "scenario": args.scenario,
+            "truth_by_class": replay.truth,
+            "arms": args.arms,
+            "learning": {
+                "refresh_s": args.refresh_s,
+                "step_window_s": args.step_window_s,
+                "prior_samples": args.prior_samples,
+                "step_reference_trace_s": STEP_REFERENCE_S,
+            },
             "unknown_gpu_families": replay.unknown_families,
             "node_families": sorted(set(replay.families.values())),
             "catalog_mapping": dict(CATALOG_MODEL),
@@ -526,7 +649,7 @@ def main() -> None:
         "command": "python " + " ".join(["bench/finops_replay.py", *sys.argv[1:]]),
         "versions": {
             "python": platform.python_version(),
-            "cluster": cluster.bin_dir.parent.name,
+            "cluster": cluster_version,
             "git": subprocess.run(
                 ["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, check=False
             ).stdout.strip(),

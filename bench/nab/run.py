@@ -5,7 +5,8 @@
 Detectors run in a process pool (``--workers``, default 2: the machine is shared).
 Writes the three normalised profile scores, per-category scores, per-file
 results, the fit+predict time of Prophet per series, the command, versions and
-machine.
+machine. Bad input (an unknown or ill-typed ``--set``, a selection without any labelled window)
+exits with status 1 and a one-line message.
 """
 
 from __future__ import annotations
@@ -24,19 +25,29 @@ from pathlib import Path
 
 from corpus import Series, list_files, read_profiles, read_series, read_windows
 from prophet_online import score_prophet
-from statictrain_operator.anomaly import nab
-from statictrain_operator.anomaly.discord import DiscordSettings as OnlineSettings
-from statictrain_operator.anomaly.discord import score_series
+from statictrain_operator.anomaly import discord, ensemble, nab
+
+SETTINGS: dict[str, type] = {"ensemble": ensemble.EnsembleSettings, "discord": discord.DiscordSettings}
+"""Detectors with settings (``--set`` overrides their fields); ``prophet`` has none."""
+NAMES = {
+    "ensemble": "ensemble (statictrain_operator.anomaly.ensemble)",
+    "discord": "discord (statictrain_operator.anomaly.discord)",
+    "prophet": "prophet residuals (bench/nab/prophet_online.py)",
+}
 
 
-def _score_one(args: tuple[Path, str, OnlineSettings, str]) -> tuple[str, list[float], float]:
+def _score_one(args: tuple[Path, str, object, str]) -> tuple[str, list[float], float]:
     path, key, settings, detector = args
     series = read_series(path, key)
     start = time.perf_counter()
     if detector == "prophet":
         return key, score_prophet(series.timestamps, series.values), time.perf_counter() - start
+    if detector == "ensemble":
+        assert isinstance(settings, ensemble.EnsembleSettings)
+        return key, ensemble.score_series(series.values, settings), time.perf_counter() - start
+    assert isinstance(settings, discord.DiscordSettings)
     finite = [v for v in series.values if math.isfinite(v)]
-    scores = score_series(series.values, settings, (min(finite), max(finite)) if finite else None)
+    scores = discord.score_series(series.values, settings, (min(finite), max(finite)) if finite else None)
     return key, scores, time.perf_counter() - start
 
 
@@ -50,15 +61,34 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _parse_set(pairs: list[str]) -> dict[str, object]:
-    fields = {f.name: f.type for f in dataclasses.fields(OnlineSettings)}
+def _parse_set(detector: str, pairs: list[str]) -> object:
+    """The detector's settings with ``--set NAME=JSON`` overrides; exits with a one-line message on bad input."""
+    if detector not in SETTINGS:
+        if pairs:
+            raise SystemExit(f"--set: the {detector} detector has no settings")
+        return None
+    cls = SETTINGS[detector]
+    defaults = cls()
+    fields = {f.name for f in dataclasses.fields(cls)}
     out: dict[str, object] = {}
-    for pair in pairs:
-        name, _, raw = pair.partition("=")
-        if name not in fields:
-            raise SystemExit(f"--set {pair}: unknown setting {name!r}; known: {sorted(fields)}")
-        out[name] = json.loads(raw)
-    return out
+    try:
+        for pair in pairs:
+            name, _, raw = pair.partition("=")
+            if name not in fields:
+                raise ValueError(f"--set {pair}: unknown setting {name!r}; known: {sorted(fields)}")
+            try:
+                value = json.loads(raw)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"--set {pair}: the value must be JSON ({exc})") from exc
+            if name == "channels":
+                channel = ensemble.Channel if detector == "ensemble" else discord.Channel
+                value = tuple(channel(*c) if isinstance(c, list) else channel(**c) for c in value)
+            elif value is not None and not isinstance(value, type(getattr(defaults, name)) | int):
+                raise ValueError(f"--set {pair}: expected {type(getattr(defaults, name)).__name__}")
+            out[name] = value
+        return cls(**out)
+    except (TypeError, ValueError) as exc:
+        raise SystemExit(f"run.py: {exc}") from exc
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,18 +97,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the JSON result here")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
-        "--set", action="append", default=[], metavar="NAME=JSON", help="override an OnlineSettings field"
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=JSON",
+        help="override a field of the detector settings (channels: JSON list of [feature, k] or [m, differences])",
     )
     parser.add_argument(
         "--detector",
-        choices=["discord", "prophet"],
-        default="discord",
-        help="discord (the default detector) or prophet (Prophet residuals, for comparison)",
+        choices=sorted(NAMES),
+        default="ensemble",
+        help="ensemble (the generic detector), discord (the previous one) or prophet (Prophet residuals)",
     )
     parser.add_argument("--only", default="", help="substring filter on file keys (for quick looks; not a NAB score)")
     args = parser.parse_args(argv)
 
-    settings = OnlineSettings(**_parse_set(args.set))  # type: ignore[arg-type]
+    settings = _parse_set(args.detector, args.set)
     windows = read_windows(args.data)
     profiles = read_profiles(args.data)
     paths = [p for p in list_files(args.data) if args.only in f"{p.parent.name}/{p.name}"]
@@ -98,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, object] = {}
     per_category: dict[str, object] = {}
     for profile in profiles:
-        res = nab.score_corpus(files, profile)
+        try:
+            res = nab.score_corpus(files, profile)
+        except ValueError as exc:
+            raise SystemExit(f"run.py: {exc} (does --only select a file with a window?)") from exc
         short = {
             "standard": "standard",
             "reward_low_FP_rate": "reward_low_fp",
@@ -120,11 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         {
             "files": len(files),
             "windows": sum(f.n_windows for f in files),
-            "detector": (
-                {"name": "discord (statictrain_operator.anomaly.discord)", "settings": dataclasses.asdict(settings)}
-                if args.detector == "discord"
-                else {"name": "prophet residuals (bench/nab/prophet_online.py)"}
-            ),
+            "detector": {
+                "name": NAMES[args.detector],
+                **({"settings": dataclasses.asdict(settings)} if dataclasses.is_dataclass(settings) else {}),  # type: ignore[arg-type]
+            },
             "detector_seconds_per_series": round(sum(secs) / len(secs), 4),
             "wall_seconds": round(wall, 1),
             "profiles": per_category,
@@ -153,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
             "prophet_timing_idle_machine",
             "tuning",
             "comparison",
+            "previous_detector",
+            "assumes",
         ):
             if key in existing:
                 report[key] = existing[key]

@@ -2,21 +2,20 @@
 
     .venv/bin/python bench/nab/score_csv.py IN.csv OUT.csv
 
-The detector runs online (record by record, no look-ahead) with the same
-settings as the NAB benchmark, knowing only the file's min and max, so any
-labelled data can be evaluated the way NAB's files are.
+The generic detector (``statictrain_operator.anomaly.ensemble``) runs online (record by record, no
+look-ahead) with its defaults, the settings chosen by ``bench/nab/loco.py``, so any labelled data can
+be evaluated the way NAB's files are.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 from pathlib import Path
 
 from corpus import read_series
-from statictrain_operator.anomaly.discord import score_series
+from statictrain_operator.anomaly.ensemble import score_series
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,8 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"score_csv: {exc}", file=sys.stderr)
         return 2
-    finite = [v for v in series.values if math.isfinite(v)]
-    scores = score_series(series.values, value_range=(min(finite), max(finite)) if finite else None)
+    scores = score_series(series.values)
     with args.output.open("w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["timestamp", "value", "anomaly_score"])

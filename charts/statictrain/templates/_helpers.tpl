@@ -49,15 +49,96 @@ app.kubernetes.io/component: operator
 {{- end }}
 {{- end }}
 
-{{/* Pod Security Standards "restricted" container security context. */}}
-{{- define "statictrain.restrictedContainer" -}}
-allowPrivilegeEscalation: false
-readOnlyRootFilesystem: true
-runAsNonRoot: true
-capabilities:
-  drop: [ALL]
-seccompProfile:
-  type: RuntimeDefault
+{{/* An image reference: repository:tag, the tag defaulting to the chart's appVersion (every statictrain image).
+Call with (dict "image" .Values.x.image "root" $). */}}
+{{- define "statictrain.image" -}}
+{{- printf "%s:%s" .image.repository (.image.tag | default .root.Chart.AppVersion) }}
+{{- end }}
+
+{{/* The security contexts of every pod and container of the chart (podSecurityContext, containerSecurityContext). */}}
+{{- define "statictrain.podSecurityContext" -}}
+{{- with .Values.podSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- define "statictrain.containerSecurityContext" -}}
+{{- with .Values.containerSecurityContext }}
+securityContext:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end }}
+
+{{/* Where a component's pods run: nodeSelector, tolerations, affinity, priorityClassName and
+topologySpreadConstraints of its values; a constraint without a labelSelector gets the component's pods.
+Call with (dict "values" .Values.operator "selector" (include "statictrain.operator.selectorLabels" .)). */}}
+{{- define "statictrain.placement" -}}
+{{- $v := .values }}
+{{- with $v.priorityClassName }}
+priorityClassName: {{ . | quote }}
+{{- end }}
+{{- with $v.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $v.topologySpreadConstraints }}
+topologySpreadConstraints:
+{{- range . }}
+{{- $c := deepCopy . }}
+{{- if not $c.labelSelector }}{{ $_ := set $c "labelSelector" (dict "matchLabels" ($.selector | fromYaml)) }}{{ end }}
+- {{- toYaml $c | nindent 2 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* A PodDisruptionBudget for a component's Deployment when its podDisruptionBudget.enabled.
+Call with (dict "root" $ "values" .Values.operator "name" NAME "component" COMPONENT "selector" LABELS). */}}
+{{- define "statictrain.pdb" -}}
+{{- with .values.podDisruptionBudget }}
+{{- if .enabled }}
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ $.name }}
+  namespace: {{ $.root.Release.Namespace }}
+  labels:
+    {{- include "statictrain.labels" $.root | nindent 4 }}
+    app.kubernetes.io/component: {{ $.component }}
+spec:
+  maxUnavailable: {{ .maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- $.selector | nindent 6 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The Prometheus that scrapes /metrics: its base URL and the NetworkPolicy peer that admits it. */}}
+{{- define "statictrain.prometheusUrl" -}}
+{{- .Values.prometheus.url | default (printf "http://prometheus-operated.%s.svc:9090" .Values.prometheus.namespace) }}
+{{- end }}
+{{- define "statictrain.prometheusPeer" -}}
+{{- $np := .Values.networkPolicy.prometheus }}
+{{- $ns := $np.namespaceSelector }}
+{{- if kindIs "invalid" $ns }}
+{{- $ns = dict "matchLabels" (dict "kubernetes.io/metadata.name" .Values.prometheus.namespace) }}
+{{- end }}
+{{- toYaml (dict "namespaceSelector" $ns "podSelector" $np.podSelector) }}
+{{- end }}
+
+{{/* Namespaces the worker pods run in: networkPolicy.workerNamespaces, else operator.watchNamespaces (empty:
+cluster-wide, not known to the chart). */}}
+{{- define "statictrain.workerNamespaces" -}}
+{{- toJson (default .Values.operator.watchNamespaces .Values.networkPolicy.workerNamespaces) }}
 {{- end }}
 
 {{/* The operator's namespaced rules: in its ClusterRole (cluster-wide) or a Role per watched namespace. */}}
@@ -118,4 +199,15 @@ seccompProfile:
 {{/* Node annotations the price annotator writes (statictrain.labels), as a CEL list. */}}
 {{- define "statictrain.nodePriceAnnotations" -}}
 ['statictrain.io/hourly-cost-usd', 'statictrain.io/gpu-hourly-cost-usd', 'statictrain.io/capacity-type', 'statictrain.io/price-source', 'statictrain.io/price-updated', 'statictrain.io/price-notes']
+{{- end }}
+
+{{/* The `helm test` pod's labels (the NetworkPolicies admit it to the operator's /metrics and the extender). */}}
+{{- define "statictrain.test.selectorLabels" -}}
+{{ include "statictrain.selectorLabels" . }}
+app.kubernetes.io/component: test
+{{- end }}
+
+{{/* Whether the worker pods' PodMonitor is made: podMonitor.enabled, or serviceMonitor.enabled when that is null. */}}
+{{- define "statictrain.podMonitor.enabled" -}}
+{{- if kindIs "invalid" .Values.podMonitor.enabled }}{{ .Values.serviceMonitor.enabled }}{{ else }}{{ .Values.podMonitor.enabled }}{{ end }}
 {{- end }}

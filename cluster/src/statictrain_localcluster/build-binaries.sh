@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the local control plane once, from published Go modules, into a cache
-# outside the repository keyed by every version. Re-running is a no-op on a hit.
+# Builds the local control plane once, into a cache outside the repository keyed by every
+# version: release binaries where their release publishes checksums (releases.py), the rest
+# from published Go modules. Re-running is a no-op on a hit.
 # Usage: cluster/build-binaries.sh            (prints the bin folder on success)
 set -euo pipefail
 
@@ -10,8 +11,11 @@ KWOK_VERSION=${KWOK_VERSION:-v0.7.0}
 HELM_VERSION=${HELM_VERSION:-v3.19.5}
 
 name=build-binaries
-key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_$(go env GOOS 2>/dev/null || echo linux)-$(go env GOARCH 2>/dev/null || echo amd64)"
+goos=$(go env GOOS 2>/dev/null || echo linux) goarch=$(go env GOARCH 2>/dev/null || echo amd64)
+key="k8s-${K8S_VERSION}_etcd-${ETCD_VERSION}_kwok-${KWOK_VERSION}_helm-${HELM_VERSION}_${goos}-${goarch}"
 want=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok kwokctl helm)
+releases=(kube-apiserver="$K8S_VERSION" kube-controller-manager="$K8S_VERSION" kube-scheduler="$K8S_VERSION"
+          kubectl="$K8S_VERSION" etcd="$ETCD_VERSION" kwok="$KWOK_VERSION" kwokctl="$KWOK_VERSION" helm="$HELM_VERSION")
 # shellcheck source=build-lib.sh
 . "$(dirname "$0")/build-lib.sh"
 work="$cache_root/$key/src"

@@ -10,7 +10,9 @@ set -euo pipefail
 KUEUE_VERSION=${KUEUE_VERSION:-v0.17.0}
 
 name=build-kueue
-key="kueue-${KUEUE_VERSION}_$(go env GOOS 2>/dev/null || echo linux)-$(go env GOARCH 2>/dev/null || echo amd64)"
+goos=$(go env GOOS 2>/dev/null || echo linux) goarch=$(go env GOARCH 2>/dev/null || echo amd64)
+key="kueue-${KUEUE_VERSION}_${goos}-${goarch}"
+releases=()  # no release binary with published checksums
 want=(kueue config)
 # shellcheck source=build-lib.sh
 . "$(dirname "$0")/build-lib.sh"

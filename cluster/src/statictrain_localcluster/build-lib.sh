@@ -1,14 +1,27 @@
-# Sourced by build-binaries.sh and build-node.sh after they set name, key and want=(...):
+# Sourced by the build-*.sh scripts after they set name, key, want=(...) and releases=(NAME=VERSION...):
 # the cache folder keyed by versions, an early exit (printing the bin folder) when every
-# wanted binary is there, the Go settings, logging helpers, and the Kubernetes tools module.
+# wanted binary is there, release downloads (releases.py: checksum-verified release binaries,
+# before any Go build), the Go settings, logging helpers, and the Kubernetes tools module.
 
 cache_root=${STATICTRAIN_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/statictrain}
 bin="$cache_root/$key/bin"
 die() { echo "$name: $*" >&2; exit 1; }
 have_all() { for b in "${want[@]}"; do [ -x "$bin/$b" ] || return 1; done; }
+have() { [ -x "$bin/$1" ]; }
 
 if have_all; then echo "$bin"; exit 0; fi
+# Go is needed either way: every script wants a binary that has no release with published sums.
 command -v go >/dev/null || die "no Go toolchain on PATH: install Go >= 1.25 (https://go.dev/dl) and re-run"
+# Release binaries first; what they do not cover (or what fails its checksum) is built below.
+if [ ${#releases[@]} -gt 0 ]; then
+  if command -v "${STATICTRAIN_PYTHON:-python3}" >/dev/null; then
+    "${STATICTRAIN_PYTHON:-python3}" "$(dirname "${BASH_SOURCE[0]}")/releases.py" "$bin" "$goos" "$goarch" "${releases[@]}" \
+      || echo "$name: release downloads failed; building from Go modules" >&2
+  else
+    echo "$name: no python3 to fetch release binaries with; building from Go modules" >&2
+  fi
+  if have_all; then echo "$bin"; exit 0; fi
+fi
 
 export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
 export GOPROXY=${STATICTRAIN_GOPROXY:-https://proxy.golang.org}   # no 'direct': a missing module fails fast
@@ -44,7 +57,8 @@ k8s_ldflags() {
 
 # begin_build: a private temporary folder ($tmp, removed on exit) with $out=$tmp/bin, so two
 # runs at once never see each other's half-built binaries. finish_build: the build time, then
-# $out renamed into place as $bin in one step (a concurrent run that finished first wins).
+# each built file renamed into $bin in one step (beside the downloaded ones; of two concurrent
+# runs the last rename wins, and both built the same).
 begin_build() {
   tmp=$(mktemp -d "$cache_root/$key/build.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
@@ -52,7 +66,8 @@ begin_build() {
 }
 finish_build() {
   printf '{"build_seconds": %s, "key": "%s"}\n' "$(( $(date +%s) - started ))" "$key" >"$out/build-time.json"
-  mv -T "$out" "$bin" 2>/dev/null || true
+  mkdir -p "$bin"
+  for f in "$out"/*; do mv -T "$f" "$bin/${f##*/}" 2>/dev/null || true; done
   have_all || die "some binaries are missing from $bin after the build"
   echo "$bin"
 }

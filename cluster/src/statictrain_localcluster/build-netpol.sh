@@ -36,7 +36,9 @@ fi
 KNP_VERSION=${KNP_VERSION:-v0.8.0}
 
 name=build-netpol
-key="netpol-knp-${KNP_VERSION}_$(go env GOOS 2>/dev/null || echo linux)-$(go env GOARCH 2>/dev/null || echo amd64)"
+goos=$(go env GOOS 2>/dev/null || echo linux) goarch=$(go env GOARCH 2>/dev/null || echo amd64)
+key="netpol-knp-${KNP_VERSION}_${goos}-${goarch}"
+releases=()  # no release binary with published checksums
 want=(kube-network-policies)
 # shellcheck source=build-lib.sh
 . "$(dirname "$0")/build-lib.sh"

@@ -131,7 +131,9 @@ class Demo:
             "cost": {"intervalSeconds": 10},  # short jobs: account (and refresh progress) every 10 s
             "prometheus": {"url": self.cluster.prometheus_url},
             "workers": {"tolerations": [KWOK_TOLERATION],
-                        **({"sidecar": {"image": self.images["sidecar"]}} if self.images else {})},
+                        **({"sidecar": {"image": dict(zip(("repository", "tag"),
+                                                          self.images["sidecar"].rsplit(":", 1), strict=True))}}
+                           if self.images else {})},
             "extender": {"enabled": False},
             "dashboards": {"enabled": True},  # the Grafana dashboards as ConfigMaps, listed at the end
         }

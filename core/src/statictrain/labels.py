@@ -18,6 +18,9 @@ NAMESPACE = f"{GROUP}/namespace"
 COMMIT = f"{GROUP}/commit"
 TEAM = f"{GROUP}/team"
 ROLE = f"{GROUP}/role"  # "worker" on worker pods
+# Jobs that do the same work per step (same model, per-GPU batch): the extender learns their speed
+# per GPU family together (set by users on the job's pods).
+WORKLOAD_CLASS = f"{GROUP}/workload-class"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 MANAGED_BY_VALUE = "statictrain"
 

@@ -87,6 +87,9 @@ COST_ACCOUNTING_RUNS_TOTAL = "statictrain_cost_accounting_runs_total"  # label o
 JOB_GPU_ENERGY_JOULES_TOTAL = "statictrain_job_gpu_energy_joules_total"
 JOB_CARBON_GRAMS_TOTAL = "statictrain_job_carbon_grams_total"  # energy x PUE x the node's grid intensity, gCO2e
 NODE_ALLOCATED_COST_USD_TOTAL = "statictrain_node_allocated_cost_usd_total"  # label node: the node's pods' cost
+# label reason (statictrain.dcgm.IGNORED_REASONS): dcgm-exporter series left out of an accounting window, one per
+# series and window (GPUs of no pod, of pods that are not workers, without a GPU label, outside the pod's life)
+DCGM_SERIES_IGNORED_TOTAL = "statictrain_dcgm_series_ignored_total"
 
 # --- operator: anomaly and remediation
 ANOMALY_SCORE = "statictrain_anomaly_score"
@@ -103,3 +106,9 @@ EXTENDER_NODES_CACHED = "statictrain_extender_nodes_cached"
 SCRAPE_TENANCY_PODS = "statictrain_scrape_tenancy_pods"
 EXTENDER_UP = "statictrain_extender_up"  # operator: 1 when the extender answers its health probe, 0 when down
 EXTENDER_THROUGHPUT_ESTIMATES_TOTAL = "statictrain_extender_throughput_estimates_total"  # label: source
+# Learned relative throughput (A100 = 1 units) per workload class and GPU family, the table's figure
+# beside it, the step-time samples behind it, and samples never learned from (label: reason).
+EXTENDER_LEARNED_THROUGHPUT = "statictrain_extender_learned_throughput"  # labels: workload_class, gpu_family
+EXTENDER_TABLE_THROUGHPUT = "statictrain_extender_table_throughput"  # labels: workload_class, gpu_family
+EXTENDER_LEARNED_SAMPLES = "statictrain_extender_learned_samples"  # labels: workload_class, gpu_family
+EXTENDER_STEP_SAMPLES_REJECTED_TOTAL = "statictrain_extender_step_samples_rejected_total"  # label: reason

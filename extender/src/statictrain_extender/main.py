@@ -19,6 +19,7 @@ from statictrain import redact
 from .kubewatch import api_client, start_event_writer, start_watches
 from .server import build_app
 from .settings import ENV, ExtenderSettings, SettingsError
+from .speeds import SpeedEstimator
 from .state import ClusterState
 from .stepstats import refresh_forever
 
@@ -29,7 +30,7 @@ log = logging.getLogger("statictrain_extender")
 
 def make_app(settings: ExtenderSettings) -> web.Application:
     """The application with its background work: watches, and the step-time refresher when configured."""
-    state = ClusterState()
+    state = ClusterState(speeds=SpeedEstimator(prior_samples=settings.prior_samples))
     app = build_app(
         state,
         settings.scheduler_names,

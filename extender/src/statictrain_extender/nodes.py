@@ -9,6 +9,7 @@ treated as free.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -22,8 +23,11 @@ from .gpus import gpu_family
 __all__ = [
     "GPU_MILLI_RESOURCE",
     "NodeInfo",
+    "as_mapping",
+    "as_text",
     "gpu_milli_of_requests",
     "node_from_object",
+    "parse_price",
     "parse_quantity_int",
 ]
 
@@ -51,6 +55,17 @@ class NodeInfo:
     """Price per GPU-hour: the annotation, else hourly / gpus; None when unknown."""
 
 
+def as_mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is a JSON object, else an empty one: any field of a request or of an API
+    object may hold any JSON, and a wrongly typed one reads as absent."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_text(value: object) -> str:
+    """``value`` when it is a string, else ""."""
+    return value if isinstance(value, str) else ""
+
+
 MAX_QUANTITY_DIGITS = 15
 """Quantities with more integer digits are not counts of anything (and "1e999999" would take
 minutes to turn into an int): parsed as 0 like any other unusable value."""
@@ -61,7 +76,7 @@ def parse_quantity_int(value: object) -> int:
     if isinstance(value, bool):
         return 0
     if isinstance(value, int):
-        return max(value, 0)
+        return value if 0 <= value < 10**MAX_QUANTITY_DIGITS else 0
     if not isinstance(value, str):
         return 0
     text = value.strip()
@@ -77,35 +92,36 @@ def parse_quantity_int(value: object) -> int:
     return max(int(number * scale), 0)
 
 
-def _price(value: object) -> float | None:
+def parse_price(value: object) -> float | None:
+    """A positive decimal string ("12.50") as a float; None for anything else, also for decimals
+    that are no positive finite float ("1e400" would be inf, "1e-400" 0.0)."""
     if not isinstance(value, str):
         return None
     try:
-        price = Decimal(value.strip())
+        price = float(Decimal(value.strip()))
     except InvalidOperation:
         return None
-    if not price.is_finite() or price <= 0:
-        return None
-    return float(price)
+    return price if 0 < price < math.inf else None
 
 
 def node_from_object(obj: Mapping[str, Any]) -> NodeInfo:
-    """Build a :class:`NodeInfo` from a Node as the API server returns it (camelCase JSON)."""
-    meta = obj.get("metadata") or {}
-    node_labels: Mapping[str, str] = meta.get("labels") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
-    status = obj.get("status") or {}
-    allocatable = status.get("allocatable") or status.get("capacity") or {}
+    """Build a :class:`NodeInfo` from a Node as the API server returns it (camelCase JSON); a field of
+    another type than the API's reads as absent."""
+    meta = as_mapping(obj.get("metadata"))
+    node_labels = {k: v for k, v in as_mapping(meta.get("labels")).items() if isinstance(v, str)}
+    annotations = as_mapping(meta.get("annotations"))
+    status = as_mapping(obj.get("status"))
+    allocatable = as_mapping(status.get("allocatable")) or as_mapping(status.get("capacity"))
     gpus = parse_quantity_int(allocatable.get(labels.GPU_RESOURCE, 0))
-    hourly = _price(annotations.get(labels.HOURLY_COST))
-    gpu_hourly = _price(annotations.get(labels.GPU_HOURLY_COST))
+    hourly = parse_price(annotations.get(labels.HOURLY_COST))
+    gpu_hourly = parse_price(annotations.get(labels.GPU_HOURLY_COST))
     if gpu_hourly is None and hourly is not None and gpus > 0:
         gpu_hourly = hourly / gpus
-    capacity_type = annotations.get(labels.PRICE_CAPACITY_TYPE) or ""
+    capacity_type = as_text(annotations.get(labels.PRICE_CAPACITY_TYPE))
     if not capacity_type and any(k in node_labels for k, _ in SPOT_LABELS):
         capacity_type = capacity_type_from_labels(node_labels)
     return NodeInfo(
-        name=str(meta.get("name", "")),
+        name=as_text(meta.get("name")),
         gpu_family=gpu_family(node_labels.get(labels.GPU_PRODUCT, "")),
         gpus=gpus,
         capacity_type=capacity_type.strip().lower(),

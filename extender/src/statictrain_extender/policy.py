@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from statictrain import envvars, labels
 
 from .gpus import gpu_family
-from .nodes import NodeInfo, gpu_milli_of_requests
+from .nodes import NodeInfo, as_mapping, as_text, gpu_milli_of_requests, parse_price
+from .speeds import ClassKey, class_key
 
 __all__ = [
     "CAPACITY_TYPES_ANNOTATION",
@@ -38,6 +38,11 @@ MAX_HOURLY_ANNOTATION = f"{labels.GROUP}/max-hourly-usd"  # "100" (whole-node pr
 THROUGHPUT_ANNOTATION = f"{labels.GROUP}/gpu-throughput"
 
 _CAPACITY_TYPES = frozenset({"spot", "on-demand"})
+MAX_GPU_MODELS = 64
+"""Most entries in the gpu-models annotation (a job lists a handful; each filter call checks every
+candidate node against the list)."""
+MAX_GANG_SIZE = 100_000
+"""Largest WORLD_SIZE read as a gang size; beyond it (or not plain ASCII digits) the pod is scored alone."""
 
 
 class PolicyError(ValueError):
@@ -79,68 +84,93 @@ class PodView:
     uid: str = ""
     name: str = ""
     namespace: str = ""
+    workload_class: str | None = None
+    """Label statictrain.io/workload-class: jobs that do the same work per step (learned together)."""
+
+    @property
+    def learn_key(self) -> ClassKey | None:
+        """Key of the learned throughput figures that score this pod; None when not a job's pod."""
+        if self.job_key is None:
+            return None
+        return class_key(self.job_key[0], self.job_key[1], self.workload_class)
 
 
 def _split(value: str) -> list[str]:
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
-def policy_from_annotations(annotations: Mapping[str, str]) -> PlacementPolicy:
+def _annotation(annotations: Mapping[str, Any], key: str) -> str:
+    value = annotations.get(key, "")
+    if not isinstance(value, str):
+        raise PolicyError(f"annotation {key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def policy_from_annotations(annotations: Mapping[str, Any]) -> PlacementPolicy:
     """Parse the placement annotations; raises :class:`PolicyError` on bad values."""
-    capacity = frozenset(item.lower() for item in _split(annotations.get(CAPACITY_TYPES_ANNOTATION, "")))
+    capacity = frozenset(item.lower() for item in _split(_annotation(annotations, CAPACITY_TYPES_ANNOTATION)))
     unknown = capacity - _CAPACITY_TYPES
     if unknown:
         raise PolicyError(
             f"annotation {CAPACITY_TYPES_ANNOTATION} has {sorted(unknown)}; use a comma list of spot, on-demand"
         )
-    families = frozenset(gpu_family(item) for item in _split(annotations.get(GPU_MODELS_ANNOTATION, "")))
-    raw_max = annotations.get(MAX_HOURLY_ANNOTATION)
+    models = _split(_annotation(annotations, GPU_MODELS_ANNOTATION))
+    if len(models) > MAX_GPU_MODELS:
+        raise PolicyError(
+            f"annotation {GPU_MODELS_ANNOTATION} lists {len(models)} models; list at most {MAX_GPU_MODELS}"
+        )
+    families = frozenset(map(gpu_family, models))
+    raw_max = _annotation(annotations, MAX_HOURLY_ANNOTATION)
     max_hourly: float | None = None
-    if raw_max is not None and raw_max.strip():
-        try:
-            parsed = Decimal(raw_max.strip())
-        except InvalidOperation:
-            parsed = Decimal(-1)
-        if not parsed.is_finite() or parsed <= 0:
+    if raw_max.strip():
+        max_hourly = parse_price(raw_max)
+        if max_hourly is None:
             raise PolicyError(
-                f'annotation {MAX_HOURLY_ANNOTATION}={raw_max!r} is not a positive decimal such as "12.50"'
+                f'annotation {MAX_HOURLY_ANNOTATION}={raw_max[:40]!r} is not a positive decimal such as "12.50"'
             )
-        max_hourly = float(parsed)
     return PlacementPolicy(capacity_types=capacity, gpu_families=families, max_hourly_usd=max_hourly)
+
+
+def _containers(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    containers = spec.get("containers")
+    return [as_mapping(c) for c in containers] if isinstance(containers, list) else []
 
 
 def pod_gpu_milli(spec: Mapping[str, Any]) -> int:
     """GPUs requested by a pod spec (all containers), in milli-GPU."""
     total = 0
-    for container in spec.get("containers") or []:
-        resources = container.get("resources") or {}
-        requests = resources.get("requests") or resources.get("limits") or {}
+    for container in _containers(spec):
+        resources = as_mapping(container.get("resources"))
+        requests = as_mapping(resources.get("requests")) or as_mapping(resources.get("limits"))
         total += gpu_milli_of_requests(requests)
     return total
 
 
 def gang_size(spec: Mapping[str, Any]) -> int:
-    """WORLD_SIZE from the first container that sets it as a plain positive integer, else 1."""
-    for container in spec.get("containers") or []:
-        for env in container.get("env") or []:
+    """WORLD_SIZE from the first container that sets it as ASCII digits 1..MAX_GANG_SIZE, else 1."""
+    for container in _containers(spec):
+        env_list = container.get("env")
+        for env in map(as_mapping, env_list if isinstance(env_list, list) else []):
             if env.get("name") == envvars.WORLD_SIZE:
                 value = str(env.get("value") or "")
-                return int(value) if value.isdigit() and int(value) > 0 else 1
+                digits = value.isascii() and value.isdigit() and len(value) <= len(str(MAX_GANG_SIZE))
+                return int(value) if digits and 0 < int(value) <= MAX_GANG_SIZE else 1
     return 1
 
 
 def pod_view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView:
-    """Read a pod (camelCase JSON). Raises :class:`PolicyError` for bad annotations of managed pods."""
-    spec = pod.get("spec") or {}
-    meta = pod.get("metadata") or {}
-    managed = spec.get("schedulerName") in scheduler_names
+    """Read a pod (camelCase JSON; a field of another type than the API's reads as absent). Raises
+    :class:`PolicyError` for bad annotations of managed pods."""
+    spec = as_mapping(pod.get("spec"))
+    meta = as_mapping(pod.get("metadata"))
+    managed = as_text(spec.get("schedulerName")) in scheduler_names
     if not managed:
         return PodView(managed=False, policy=PlacementPolicy(), gpu_milli=0, job_key=None)
-    pod_labels: Mapping[str, str] = meta.get("labels") or {}
-    annotations: Mapping[str, str] = meta.get("annotations") or {}
-    job = pod_labels.get(labels.JOB)
-    namespace = str(meta.get("namespace") or "default")
-    mode = annotations.get(THROUGHPUT_ANNOTATION, "model").strip().lower()
+    annotations = as_mapping(meta.get("annotations"))
+    pod_labels = as_mapping(meta.get("labels"))
+    job = as_text(pod_labels.get(labels.JOB))
+    namespace = as_text(meta.get("namespace")) or "default"
+    mode = (_annotation(annotations, THROUGHPUT_ANNOTATION) or "model").strip().lower()
     if mode not in ("model", "uniform"):
         raise PolicyError(f"annotation {THROUGHPUT_ANNOTATION}={mode!r} must be model or uniform")
     return PodView(
@@ -150,9 +180,10 @@ def pod_view(pod: Mapping[str, Any], scheduler_names: frozenset[str]) -> PodView
         job_key=(namespace, job) if job else None,
         uniform_throughput=mode == "uniform",
         gang_size=gang_size(spec) if job else 1,
-        uid=str(meta.get("uid") or ""),
-        name=str(meta.get("name") or ""),
+        uid=as_text(meta.get("uid")),
+        name=as_text(meta.get("name")),
         namespace=namespace,
+        workload_class=as_text(pod_labels.get(labels.WORKLOAD_CLASS)) or None,
     )
 
 

@@ -23,6 +23,7 @@ ENV = {
     "prometheus_url": "STATICTRAIN_PROMETHEUS_URL",
     "refresh_seconds": "STATICTRAIN_EXTENDER_REFRESH_SECONDS",
     "step_window_seconds": "STATICTRAIN_EXTENDER_STEP_WINDOW_SECONDS",
+    "prior_samples": "STATICTRAIN_EXTENDER_PRIOR_SAMPLES",
     "kubeconfig": "KUBECONFIG",
     "watch_pods": "STATICTRAIN_EXTENDER_WATCH_PODS",
 }
@@ -56,6 +57,9 @@ class ExtenderSettings:
     """How often the background task re-reads step times from Prometheus."""
     step_window_seconds: float = 600.0
     """Range over which mean step seconds are computed."""
+    prior_samples: float = 1.0
+    """Weight of the throughput table against a class's step-time samples (refreshes that saw a job;
+    see speeds.py): 0 trusts the first measurement, larger values need more samples to move."""
     kubeconfig: str = ""
     """Kubeconfig path; empty means in-cluster configuration."""
     watch_pods: bool = True
@@ -116,6 +120,7 @@ class ExtenderSettings:
             prometheus_url=text("prometheus_url", "").rstrip("/"),
             refresh_seconds=number("refresh_seconds", default.refresh_seconds, 1),
             step_window_seconds=number("step_window_seconds", default.step_window_seconds, 1),
+            prior_samples=number("prior_samples", default.prior_samples, 0),
             kubeconfig=text("kubeconfig", ""),
             watch_pods=watch_raw == "true",
         )

@@ -7,23 +7,27 @@ a half-built value.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from statictrain import labels
-from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT, JobThroughput, job_throughput
+from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT, JobThroughput
 
 from .estimates import EstimateLog
 from .nodes import NodeInfo, node_from_object
 from .policy import pod_gpu_milli
 from .scoring import cost_per_work
+from .speeds import ClassKey, SpeedEstimator, class_key
 
 __all__ = ["ClusterState", "CostKey", "JobKey"]
 
 JobKey = tuple[str, str]  # (namespace, job name)
 # Which cost per unit of work: "cpu" (whole-node price), "uniform" (GPU-hour
-# price), "default" (default throughput table) or a job's measured table.
-CostKey = str | JobKey
+# price), "default" (default throughput table) or a workload class's learned table.
+CostKey = str | ClassKey
+REMEMBER_JOBS = 10_000
+"""Jobs whose workload class is remembered after their pods are gone (their step times come later)."""
 
 _DONE_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -31,7 +35,7 @@ _DONE_PHASES = frozenset({"Succeeded", "Failed"})
 class ClusterState:
     """Nodes, GPU allocations per node, and per-job measured throughput."""
 
-    def __init__(self, unknown_throughput: float = 0.1) -> None:
+    def __init__(self, unknown_throughput: float = 0.1, speeds: SpeedEstimator | None = None) -> None:
         self.nodes: dict[str, NodeInfo] = {}
         self.unknown_throughput = unknown_throughput
         # Cost per unit of work of every node, per CostKey, filled on first use and
@@ -39,7 +43,9 @@ class ClusterState:
         self._costs: dict[CostKey, dict[str, float | None]] = {}
         self._pods: dict[str, tuple[str, int]] = {}  # pod uid -> (node, gpu milli)
         self.used_gpu_milli: dict[str, int] = {}
-        self._throughput: dict[JobKey, JobThroughput] = {}
+        self.speeds = speeds if speeds is not None else SpeedEstimator()
+        self._throughput: dict[ClassKey, JobThroughput] = {}
+        self._class_of: OrderedDict[JobKey, str] = OrderedDict()  # job -> its pods' workload class
         self._job_pods: dict[JobKey, dict[str, str]] = {}  # job -> {pod uid: node} of its bound GPU pods
         self._job_of: dict[str, JobKey] = {}
         self.estimates = EstimateLog()
@@ -83,13 +89,13 @@ class ClusterState:
             self._costs[key] = table
         return table
 
-    def cost_key(self, gpu_pod: bool, uniform: bool, job: JobKey | None) -> CostKey:
+    def cost_key(self, gpu_pod: bool, uniform: bool, key: ClassKey | None) -> CostKey:
         if not gpu_pod:
             return "cpu"
         if uniform:
             return "uniform"
-        if job is not None and job in self._throughput:
-            return job
+        if key is not None and key in self._throughput:
+            return key
         return "default"
 
     # --- pods (GPU allocations)
@@ -101,6 +107,9 @@ class ClusterState:
         phase = (obj.get("status") or {}).get("phase")
         if not uid:
             return
+        pod_labels = meta.get("labels") or {}
+        if pod_labels.get(labels.JOB) and pod_labels.get(labels.WORKLOAD_CLASS):
+            self._remember_class((str(meta.get("namespace") or "default"), pod_labels[labels.JOB]), pod_labels)
         if not node or phase in _DONE_PHASES:
             self.delete_pod(uid)
             return
@@ -109,7 +118,7 @@ class ClusterState:
         if milli > 0:
             self._pods[uid] = (node, milli)
             self.used_gpu_milli[node] = self.used_gpu_milli.get(node, 0) + milli
-            job = (meta.get("labels") or {}).get(labels.JOB)
+            job = pod_labels.get(labels.JOB)
             if job:
                 key = (str(meta.get("namespace") or "default"), job)
                 self._job_pods.setdefault(key, {})[uid] = node
@@ -146,17 +155,32 @@ class ClusterState:
             self.upsert_pod(obj)
         self.pods_synced = True
 
-    # --- measured throughput
-    def set_step_seconds(self, table: Mapping[JobKey, Mapping[str, float]]) -> None:
-        self._throughput = {key: job_throughput(steps) for key, steps in table.items()}
-        self._costs = {k: v for k, v in self._costs.items() if isinstance(k, str)}
+    def _remember_class(self, job: JobKey, pod_labels: Mapping[str, str]) -> None:
+        self._class_of[job] = str(pod_labels[labels.WORKLOAD_CLASS])
+        self._class_of.move_to_end(job)
+        while len(self._class_of) > REMEMBER_JOBS:
+            self._class_of.popitem(last=False)
 
-    def throughput_for(self, job: JobKey | None) -> Mapping[str, float]:
-        if job is None:
+    # --- measured throughput
+    def class_of(self, job: JobKey) -> ClassKey:
+        """The learning key of a job: its pods' workload class, else the job itself."""
+        return class_key(job[0], job[1], self._class_of.get(job))
+
+    def set_step_seconds(self, table: Mapping[JobKey, Mapping[str, float]]) -> None:
+        """One refresh of jobs' mean step seconds per family: learned into their classes' figures."""
+        changed = self.speeds.observe(table, self.class_of)
+        for key in changed:
+            estimates = self.speeds.throughput(key)
+            if estimates is not None:
+                self._throughput[key] = estimates
+            self._costs.pop(key, None)
+
+    def throughput_for(self, key: ClassKey | None) -> Mapping[str, float]:
+        if key is None:
             return DEFAULT_RELATIVE_THROUGHPUT
-        known = self._throughput.get(job)
+        known = self._throughput.get(key)
         return known.relative if known is not None else DEFAULT_RELATIVE_THROUGHPUT
 
-    def job_estimates(self, job: JobKey | None) -> JobThroughput | None:
-        """The job's throughput figures with their sources; None when it has no measurement."""
-        return self._throughput.get(job) if job is not None else None
+    def job_estimates(self, key: ClassKey | None) -> JobThroughput | None:
+        """The class's throughput figures with their sources; None when it has no measurement."""
+        return self._throughput.get(key) if key is not None else None

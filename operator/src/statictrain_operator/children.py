@@ -123,15 +123,20 @@ def commit_and_team(job_labels: Mapping[str, str]) -> tuple[str, str]:
 
 
 def child_labels(owner: Owner) -> dict[str, str]:
-    """Labels every child carries (commit and team copied from the job, see ``commit_and_team``)."""
+    """Labels every child carries (commit and team copied from the job, see ``commit_and_team``; the
+    workload class too when the job has one)."""
     commit, team = commit_and_team(owner.labels)
-    return {
+    out = {
         labels.JOB: owner.name,
         labels.NAMESPACE: owner.namespace,
         labels.COMMIT: commit,
         labels.TEAM: team,
         labels.MANAGED_BY: labels.MANAGED_BY_VALUE,
     }
+    workload_class = owner.labels.get(labels.WORKLOAD_CLASS)
+    if workload_class:  # the extender learns this job's speed with its class's (extender/README.md)
+        out[labels.WORKLOAD_CLASS] = workload_class
+    return out
 
 
 def selector(owner_name: str) -> str:
@@ -372,8 +377,14 @@ def profile_token_secret(owner: Owner, settings: Settings) -> dict[str, Any] | N
         return None
     meta = _metadata(owner)
     meta["name"] = profile_token_secret_name(owner.name)
-    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "immutable": True,
-            "stringData": {PROFILE_TOKEN_KEY: secrets.token_urlsafe(32)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": "Opaque",
+        "immutable": True,
+        "stringData": {PROFILE_TOKEN_KEY: secrets.token_urlsafe(32)},
+    }
 
 
 def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -387,17 +398,19 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
     ckpt_claim = (spec.get("checkpoint") or {}).get("persistentVolumeClaim") or (
         checkpoint_claim_name(owner.name) if settings.checkpoint_volume_size else None
     )
-    ckpt: dict[str, Any] = (
-        {"persistentVolumeClaim": {"claimName": ckpt_claim}} if ckpt_claim else {"emptyDir": {}}
-    )
+    ckpt: dict[str, Any] = {"persistentVolumeClaim": {"claimName": ckpt_claim}} if ckpt_claim else {"emptyDir": {}}
     volumes = [
         {"name": STATS_VOLUME, "emptyDir": {}},
         {"name": CACHE_VOLUME, **cache},
         {"name": CHECKPOINT_VOLUME, **ckpt},
     ]
     if settings.profile_token:  # read by the sidecar only (group fsGroup; no mount in the trainer)
-        volumes.append({"name": PROFILE_TOKEN_VOLUME, "secret": {
-            "secretName": profile_token_secret_name(owner.name), "defaultMode": 0o440}})
+        volumes.append(
+            {
+                "name": PROFILE_TOKEN_VOLUME,
+                "secret": {"secretName": profile_token_secret_name(owner.name), "defaultMode": 0o440},
+            }
+        )
     mounts = [
         {"name": STATS_VOLUME, "mountPath": settings.stats_dir},
         {"name": CACHE_VOLUME, "mountPath": settings.compile_cache_dir},
@@ -406,8 +419,9 @@ def _volumes(owner: Owner, settings: Settings) -> tuple[list[dict[str, Any]], li
     shared = compile_cache_shared_dir(settings)
     if shared is not None:  # per job: its own folder writable, shared/ read-only
         next(m for m in mounts if m["name"] == CACHE_VOLUME)["subPath"] = compile_cache_folder(owner.name)
-        mounts.append({"name": CACHE_VOLUME, "mountPath": shared, "subPath": COMPILE_CACHE_SHARED_FOLDER,
-                       "readOnly": True})
+        mounts.append(
+            {"name": CACHE_VOLUME, "mountPath": shared, "subPath": COMPILE_CACHE_SHARED_FOLDER, "readOnly": True}
+        )
     return volumes, mounts
 
 
@@ -450,6 +464,8 @@ def pod_template(owner: Owner, settings: Settings) -> dict[str, Any]:
         {"name": envvars.METRICS_PORT, "value": str(settings.sidecar_metrics_port)},
         {"name": envvars.SAMPLE_INTERVAL_S, "value": str(settings.sample_interval_s)},
     ]
+    if settings.sidecar_dcgm:
+        sidecar_env.append({"name": envvars.SIDECAR_DCGM, "value": "true"})
     sidecar_mounts: list[dict[str, Any]] = [{"name": STATS_VOLUME, "mountPath": settings.stats_dir, "readOnly": False}]
     if settings.profile_token:
         sidecar_env.append({"name": envvars.PROFILE_TOKEN_FILE, "value": f"{PROFILE_TOKEN_DIR}/{PROFILE_TOKEN_KEY}"})
@@ -589,8 +605,15 @@ def preflight_pod(owner: Owner, settings: Settings) -> dict[str, Any]:
         "name": PREFLIGHT,
         "image": spec["image"],
         "imagePullPolicy": settings.image_pull_policy,
-        "command": ["statictrain-preflight", "--spec", json.dumps(spec, sort_keys=True),
-                    "--timeout", str(timeout), "--termination-log", TERMINATION_LOG],
+        "command": [
+            "statictrain-preflight",
+            "--spec",
+            json.dumps(spec, sort_keys=True),
+            "--timeout",
+            str(timeout),
+            "--termination-log",
+            TERMINATION_LOG,
+        ],
         "resources": resources,
         "securityContext": _CONTAINER_SECURITY,
         "terminationMessagePath": TERMINATION_LOG,

@@ -6,26 +6,35 @@
 Each subcommand registers itself with ``add_parser(subparsers)`` and sets
 ``func``; anomaly commands come from ``statictrain_operator.anomaly.cli`` when
 that module is installed.
+
+Every command exits with a status of ``statictrain.exitcodes.CliExit`` (README,
+"Exit status") and reports an error on one line of stderr: bad arguments
+included (no usage dump), and an unexpected exception too (exit 70, a bug).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
+import math
 import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TextIO
+from typing import NoReturn, TextIO, cast
+
+from statictrain.exitcodes import CliExit
 
 from statictrain_operator import estimate_cli, flavors_cli, gate_cli, preflight_cli
-from statictrain_operator.cli_args import add_prometheus_url
+from statictrain_operator.cli_args import add_prometheus_url, add_timeout, duration, utc
+from statictrain_operator.cli_io import InputError, read_input, write_output
 from statictrain_operator.kube.oneshot import ClusterUnavailableError, list_trainingjobs
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
 from statictrain_operator.report.fetch import fetch
 from statictrain_operator.report.focus import to_focus
 from statictrain_operator.report.html import to_html
-from statictrain_operator.report.model import EmptyWindowError, Report, ReportWindow, build_report, parse_utc
+from statictrain_operator.report.model import EmptyWindowError, Report, ReportWindow, build_report
 from statictrain_operator.report.progress import ProgressBar
 from statictrain_operator.report.reconcile import SETTLE_S, provider_ids_query, read_bill, reconcile
 from statictrain_operator.report.reconcile import to_text as reconciliation_text
@@ -34,9 +43,11 @@ from statictrain_operator.report.text import to_csv, to_json, to_table
 
 __all__ = [
     "RENDERERS",
+    "OneLineParser",
     "add_report_parser",
     "build_parser",
     "main",
+    "non_finite_figures",
     "run_report",
     "run_status_report",
 ]
@@ -44,18 +55,11 @@ __all__ = [
 RENDERERS = {"table": to_table, "csv": to_csv, "json": to_json, "html": to_html, "focus": to_focus}
 
 
-def _duration(text: str) -> timedelta:
-    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-    if len(text) < 2 or text[-1] not in units or not text[:-1].isdigit() or int(text[:-1]) == 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration; write it like 30m, 6h or 7d")
-    return timedelta(seconds=int(text[:-1]) * units[text[-1]])
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line on stderr (exit 2), naming the command and where help is."""
 
-
-def _utc(text: str) -> datetime:
-    try:
-        return parse_utc(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    def error(self, message: str) -> NoReturn:
+        self.exit(CliExit.USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -64,11 +68,9 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         help="cost by job, commit, team or namespace over a UTC window",
         description="Cost report over the half-open UTC window [--from, --to).",
     )
-    p.add_argument(
-        "--from", dest="start", type=_utc, help="window start, RFC 3339 UTC (2026-03-01T00:00:00Z)"
-    )
-    p.add_argument("--to", dest="end", type=_utc, help="window end (exclusive); default now")
-    p.add_argument("--last", type=_duration, help="instead of --from: the window ending at --to (e.g. 24h)")
+    p.add_argument("--from", dest="start", type=utc, help="window start, RFC 3339 UTC (2026-03-01T00:00:00Z)")
+    p.add_argument("--to", dest="end", type=utc, help="window end (exclusive); default now")
+    p.add_argument("--last", type=duration, help="instead of --from: the window ending at --to (e.g. 24h)")
     p.add_argument("--by", choices=["job", "commit", "team", "namespace"], default="job")
     p.add_argument("--namespace", action="append", default=[], help="only these namespaces (repeatable)")
     p.add_argument("--team", action="append", default=[])
@@ -82,10 +84,10 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
         metavar="BILL.csv",
         help="a cloud provider's FOCUS bill: billed vs allocated (jobs + idle) per node over the bill's period",
     )
-    p.add_argument("-o", "--output", help="write to this file instead of stdout")
+    p.add_argument("-o", "--output", help="write to this file instead of stdout (atomically: all or nothing)")
     p.add_argument("--buckets", type=int, default=24, help="time buckets for cost over time (default 24)")
     add_prometheus_url(p)
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus query")
+    add_timeout(p, 60.0)
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.add_argument(
         "--source",
@@ -97,22 +99,48 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     p.set_defaults(func=run_report)
 
 
+def non_finite_figures(report: Report) -> list[str]:
+    """The figures of ``report`` that are not finite (a sum that overflowed on absurd counter values)."""
+    bad = [
+        f"{name} of {'/'.join(row.key) or '(no label)'}"
+        for row in report.rows
+        for name, v in dataclasses.asdict(row).items()
+        if isinstance(v, float) and not math.isfinite(v)
+    ]
+    bad += [name for name in ("node_usd", "node_idle_usd") if not math.isfinite(getattr(report, name))]
+    buckets = [*report.namespace_buckets.values(), *report.job_buckets.values()]
+    if any(not math.isfinite(v) for b in buckets for v in b):
+        bad.append("cost over time")
+    return bad
+
+
 def _write(args: argparse.Namespace, report: Report, err: TextIO) -> int:
+    bad = non_finite_figures(report)
+    if bad:
+        print(
+            f"error: cannot report: {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''} not finite (the "
+            "source holds values too large to add up); check the cost counters",
+            file=err,
+        )
+        return CliExit.CANNOT_JUDGE
     try:
         text = RENDERERS[args.format](report)
     except ValueError as e:  # a FOCUS export of buckets that are not whole seconds
         print(f"error: {e}", file=err)
-        return 2
-    return _output(args, text)
+        return CliExit.USAGE
+    return _output(args, text, err)
 
 
-def _output(args: argparse.Namespace, text: str) -> int:
+def _output(args: argparse.Namespace, text: str, err: TextIO) -> int:
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            write_output(args.output, text)
+        except InputError as e:
+            print(f"error: {e}", file=err)
+            return CliExit.USAGE
     else:
         sys.stdout.write(text)
-    return 0
+    return CliExit.OK
 
 
 def run_status_report(args: argparse.Namespace, now: datetime, err: TextIO) -> int:
@@ -121,7 +149,7 @@ def run_status_report(args: argparse.Namespace, now: datetime, err: TextIO) -> i
         report = status_report(list_trainingjobs(args.kubeconfig), args.by, now, filters)
     except (ClusterUnavailableError, EmptyWindowError) as e:
         print(f"error: {e}", file=err)
-        return 1
+        return CliExit.CANNOT_JUDGE
     return _write(args, report, err)
 
 
@@ -134,34 +162,34 @@ def run_report(args: argparse.Namespace, *, now: datetime | None = None, stderr:
     end: datetime = args.end or (now or datetime.now(UTC)).replace(microsecond=0)
     if args.start is None and args.last is None:
         print("error: give --from (RFC 3339 UTC) or --last (e.g. 24h)", file=err)
-        return 2
-    start: datetime = args.start or end - args.last
-    try:
-        window = ReportWindow(start, end, buckets=args.buckets)
-    except ValueError as e:
-        print(f"error: {e}", file=err)
-        return 2
+        return CliExit.USAGE
     filters = {"namespace": args.namespace, "team": args.team, "commit": args.commit, "job": args.job}
+    try:
+        window = ReportWindow(args.start or end - args.last, end, buckets=args.buckets)
+        prom = HttpPrometheus(args.prometheus_url, args.timeout)
+    except (ValueError, OverflowError) as e:
+        print(f"error: {e}", file=err)
+        return CliExit.USAGE
     bar = ProgressBar(err, enabled=not args.no_progress)
     try:
-        job_series, node_series = fetch(
-            HttpPrometheus(args.prometheus_url, args.timeout), window, filters, bar
-        )
+        job_series, node_series = fetch(prom, window, filters, bar)
         report = build_report(window, args.by, job_series, node_series, filters=filters)
     except (PrometheusUnavailableError, PrometheusQueryError, EmptyWindowError) as e:
-        print(f"\nerror: {e}", file=err)
-        return 1
+        print(f"{chr(10) if bar.enabled else ''}error: {e}", file=err)  # after the bar's line
+        return CliExit.CANNOT_JUDGE
     return _write(args, report, err)
 
 
 def run_reconcile(args: argparse.Namespace, err: TextIO) -> int:
     """``report --reconcile BILL.csv``: the bill's period, statictrain's node figures from Prometheus."""
     try:
-        with open(args.reconcile, encoding="utf-8-sig") as f:
-            bill = read_bill(f.read())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
+        bill = read_bill(read_input(args.reconcile).removeprefix("\ufeff"))
+    except InputError as e:  # unreadable, too large, not UTF-8: the message names the file
+        print(f"error: {e}", file=err)
+        return CliExit.USAGE
+    except ValueError as e:
         print(f"error: {args.reconcile}: {e}", file=err)
-        return 2
+        return CliExit.USAGE
     start, end = bill.period
     bar = ProgressBar(err, enabled=not args.no_progress)
     try:
@@ -170,16 +198,22 @@ def run_reconcile(args: argparse.Namespace, err: TextIO) -> int:
         job_series, node_series = fetch(prom, window, None, bar)
         report = build_report(window, "job", job_series, node_series)
         gauges = prom.query(provider_ids_query((window.end - start).total_seconds()), window.eval_end)
-    except (ValueError, PrometheusUnavailableError, PrometheusQueryError) as e:
-        print(f"\nerror: {e}", file=err)
-        return 1
+    except (ValueError, OverflowError) as e:
+        print(f"error: {e}", file=err)
+        return CliExit.USAGE
+    except (PrometheusUnavailableError, PrometheusQueryError) as e:
+        print(f"{chr(10) if bar.enabled else ''}error: {e}", file=err)
+        return CliExit.CANNOT_JUDGE
     ids = {s.labels.get("node", ""): s.labels.get("provider_id", "") for s in gauges}
-    return _output(args, reconciliation_text(reconcile(bill, report, ids)))
+    return _output(args, reconciliation_text(reconcile(bill, report, ids)), err)
 
 
 def build_parser(prog: str = "statictrain") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description="statictrain: cost reports and anomalies")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = OneLineParser(prog=prog, description="statictrain: cost reports and anomalies")
+    # every subcommand's parser is a OneLineParser too (argparse makes them of the parent's class)
+    sub = cast(
+        "argparse._SubParsersAction[argparse.ArgumentParser]", parser.add_subparsers(dest="command", required=True)
+    )
     add_report_parser(sub)
     gate_cli.add_parser(sub)
     estimate_cli.add_parser(sub)
@@ -197,8 +231,26 @@ def build_parser(prog: str = "statictrain") -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     invoked = os.path.basename(sys.argv[0])
-    args = build_parser("kubectl stj" if invoked.startswith("kubectl-") else "statictrain").parse_args(argv)
-    rc: int = args.func(args)
+    prog = "kubectl stj" if invoked.startswith("kubectl-") else "statictrain"
+    try:
+        args = build_parser(prog).parse_args(argv)
+        rc: int = args.func(args)
+        sys.stdout.flush()
+    except SystemExit as e:  # argparse: --help (0) and usage errors (2, one line)
+        return e.code if isinstance(e.code, int) else CliExit.USAGE
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return CliExit.INTERRUPTED
+    except BrokenPipeError:  # e.g. `statictrain report | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit's flush
+        return CliExit.PIPE_CLOSED
+    except Exception as e:  # a bug: one line that says so, never a traceback
+        print(
+            f"{prog}: internal error ({type(e).__name__}: {str(e)[:300]}); this is a bug in statictrain, "
+            "please report it with the command line",
+            file=sys.stderr,
+        )
+        return CliExit.INTERNAL
     return rc
 
 

@@ -8,25 +8,28 @@ The spec is first created with a server-side dry run against the API server
 policies judge it and its defaults are filled in; a rejected spec prints the
 API server's message and exits 1. ``--offline`` skips the API server (nodes
 from ``--nodes`` or ``--catalog``) and says the spec was not validated.
-Exit status: 0 estimate printed; 1 spec rejected; 2 bad input or the cluster
-could not be reached.
+Exit status (``statictrain.exitcodes.CliExit``): 0 estimate printed; 1 spec
+rejected; 2 bad input (an option, the spec or ``--nodes`` file); 3 kubectl or the
+API server gave no usable answer. Prometheus history is optional: when it cannot
+be read, a note says why and the estimate goes on without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-import yaml
 from statictrain import labels, manifest
-from statictrain.pricing import parse_catalog, shipped_catalog_text
+from statictrain.exitcodes import CliExit
+from statictrain.pricing import Catalog, parse_catalog, shipped_catalog_text
 
-from statictrain_operator.cli_args import add_prometheus_url
+from statictrain_operator.cli_args import add_prometheus_url, add_timeout, duration
+from statictrain_operator.cli_io import load_yaml, load_yaml_all
+from statictrain_operator.cli_kubectl import CommandError, Kubectl, kubectl_json, system_kubectl
 from statictrain_operator.estimate import (
     Offer,
     Option,
@@ -39,13 +42,10 @@ from statictrain_operator.estimate import (
 from statictrain_operator.history import query_speed
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
 
-Kubectl = Callable[[Sequence[str], str | None], subprocess.CompletedProcess[str]]
 DEFAULT_HISTORY = timedelta(days=30)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from statictrain_operator.cli import _duration  # noqa: PLC0415  (cli registers this module)
-
     p = subparsers.add_parser(
         "estimate",
         help="expected $/hour, time and $ to finish a job spec on each GPU model, cheapest first",
@@ -58,51 +58,40 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
     p.add_argument("--catalog", action="store_true", help="every instance type of the shipped price catalog")
     p.add_argument("--region", help="with --catalog: only this region")
     p.add_argument("--offline", action="store_true", help="no API server: no validation (needs --nodes or --catalog)")
-    p.add_argument("--history", type=_duration, help="how far back to look for measured speed (default 30d)")
+    p.add_argument("--history", type=duration, help="how far back to look for measured speed (default 30d)")
     add_prometheus_url(p)
     p.add_argument("--no-history", action="store_true", help="do not ask Prometheus for measured history")
-    p.add_argument("--timeout", type=float, default=30.0, help="seconds per Prometheus query")
+    add_timeout(p, 30.0)
     p.set_defaults(func=run_estimate)
 
 
-class CommandError(RuntimeError):
-    pass
-
-
-def system_kubectl(kubeconfig: str | None) -> Kubectl:
-    def run(args: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
-        cmd = ["kubectl", *(["--kubeconfig", kubeconfig] if kubeconfig else []), *args]
-        try:
-            return subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=60, check=False)
-        except FileNotFoundError:
-            raise CommandError(
-                "kubectl not found on PATH; install it or use --offline with --nodes/--catalog"
-            ) from None
-
-    return run
-
-
 def _read_spec(path: str) -> dict[str, Any]:
-    doc = manifest.read_job(path, yaml.safe_load_all)
-    return doc
-
-
-def _kubectl_json(kubectl: Kubectl, args: Sequence[str], stdin: str | None = None) -> tuple[Any, str]:
-    proc = kubectl(args, stdin)
-    if proc.returncode != 0:
-        return None, proc.stderr.strip() or proc.stdout.strip()
-    return json.loads(proc.stdout), ""
+    return manifest.one_job(load_yaml_all(path), path)
 
 
 def _history_jobs(kubectl: Kubectl, doc: Mapping[str, Any], ns: str) -> list[str]:
     """This job's name and every StaticTrainingJob in the namespace with the same entrypoint."""
     names = {doc["metadata"]["name"]}
-    listed, _ = _kubectl_json(kubectl, ["get", labels.PLURAL, "-n", ns, "-o", "json"])
+    listed, _ = kubectl_json(kubectl, ["get", labels.PLURAL, "-n", ns, "-o", "json"])
     entry = (doc.get("spec") or {}).get("entrypoint")
-    for item in (listed or {}).get("items", []):
-        if (item.get("spec") or {}).get("entrypoint") == entry:
-            names.add(item["metadata"]["name"])
+    items = (listed or {}).get("items")
+    for item in items if isinstance(items, list) else []:
+        spec, meta = (item.get("spec"), item.get("metadata")) if isinstance(item, dict) else (None, None)
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if isinstance(spec, dict) and spec.get("entrypoint") == entry and isinstance(name, str):
+            names.add(name)
     return sorted(names)
+
+
+def _offers(listed: Any, source: str, catalog: Catalog, when: datetime) -> list[Offer]:
+    """The GPU offers of a node list (``kubectl get nodes -o json``) or of one node."""
+    items = listed.get("items", [listed]) if isinstance(listed, dict) else None
+    try:
+        if not isinstance(items, list):
+            raise TypeError
+        return offers_from_nodes(items, catalog, when)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        raise ValueError(f"{source}: not a node list (kubectl get nodes -o json) or a node") from None
 
 
 def _render(options: list[Option], notes: list[str], header: list[str]) -> str:
@@ -160,12 +149,12 @@ def run_estimate(
         if args.offline:
             header.append("spec: not validated (--offline)")
         else:
-            created, message = _kubectl_json(
+            created, message = kubectl_json(
                 run, ["create", "--dry-run=server", "-n", ns, "-o", "json", "-f", "-"], json.dumps(doc)
             )
             if created is None:
                 print(f"the API server rejected the spec:\n{message}", file=err)
-                return 1
+                return CliExit.FAILED
             doc = created
             header.append(f"spec: accepted by the API server (server-side dry run, namespace {ns})")
         catalog = parse_catalog(shipped_catalog_text())
@@ -175,26 +164,31 @@ def run_estimate(
             header.append(f"offers: shipped price catalog ({catalog.as_of}){', ' + args.region if args.region else ''}")
         else:
             if args.nodes:
-                with open(args.nodes, encoding="utf-8") as f:
-                    listed: Any = yaml.safe_load(f)
+                listed: Any = load_yaml(args.nodes)
                 source = args.nodes
             else:
-                listed, message = _kubectl_json(run, ["get", "nodes", "-o", "json"])
+                listed, message = kubectl_json(run, ["get", "nodes", "-o", "json"])
                 if listed is None:
                     raise CommandError(f"cannot list nodes: {message}")
                 source = "the cluster's nodes"
-            items = listed.get("items", [listed]) if isinstance(listed, dict) else []
-            offers = offers_from_nodes(items, catalog, when)
+            offers = _offers(listed, source, catalog, when)
             header.append(f"offers: {source} ({len(offers)} GPU nodes)")
-    except (ValueError, OSError, CommandError) as e:
+    except CommandError as e:
         print(f"error: {e}", file=err)
-        return 2
+        return CliExit.CANNOT_JUDGE
+    except ValueError as e:  # InputError included
+        print(f"error: {e}", file=err)
+        return CliExit.USAGE
     shape = job_shape(doc)
     speeds = {}
     if args.no_history:
         notes.append("measured history: not asked for (--no-history)")
     else:
-        jobs = [doc["metadata"]["name"]] if args.offline else _history_jobs(run, doc, ns)
+        try:
+            jobs = [doc["metadata"]["name"]] if args.offline else _history_jobs(run, doc, ns)
+        except CommandError as e:
+            print(f"error: {e}", file=err)
+            return CliExit.CANNOT_JUDGE
         span = (args.history or DEFAULT_HISTORY).total_seconds()
         try:
             prom = reader or HttpPrometheus(args.prometheus_url, args.timeout)
@@ -207,4 +201,4 @@ def run_estimate(
     ends = [f"{k} {v}" for k, v in (("maxSteps", shape.max_steps), ("maxTokens", shape.max_tokens)) if v is not None]
     header.append(f"job: {shape.replicas} replica(s) x {shape.gpus_per_replica} GPU(s); {', '.join(ends) or 'no end'}")
     out.write(_render(options, [*more, *notes], header))
-    return 0
+    return CliExit.OK

@@ -4,7 +4,9 @@ Inputs are per-commit figures (:class:`CommitFigures`), built from an exported
 report JSON (``statictrain report --by commit --format json``) or from
 Prometheus (``gate_cli``). The verdict fails when a figure got worse by more
 than the allowed fraction, and when either commit has no runs: a gate never
-passes for lack of data.
+passes for lack of data. A figure that is missing or not finite (NaN, an
+infinity, a negative cost, a sum that overflowed) gives no verdict at all
+(``judged`` false): it never passes either.
 """
 
 from __future__ import annotations
@@ -37,6 +39,22 @@ class CommitFigures:
     def usd_per_1m_tokens(self) -> float | None:
         return self.usd / self.tokens * 1e6 if self.tokens > 0 else None
 
+    def unusable(self) -> list[str]:
+        """What makes these figures unusable for a verdict: each figure that is not a finite, non-negative
+        number (missing figures are NaN), and a $/1M tokens that overflows."""
+        out = [
+            f"{what} {v!r}"
+            for what, v in (("cost (USD)", self.usd), ("tokens", self.tokens))
+            if not (math.isfinite(v) and v >= 0)
+        ]
+        out += [
+            f"tokens/s on {m} {v!r}" for m, v in sorted(self.tokens_per_s.items()) if not (math.isfinite(v) and v > 0)
+        ]
+        per = self.usd_per_1m_tokens
+        if not out and per is not None and not math.isfinite(per):
+            out.append(f"$/1M tokens ({self.usd!r} USD over {self.tokens!r} tokens overflows)")
+        return out
+
 
 @dataclass(frozen=True)
 class Check:
@@ -54,9 +72,11 @@ class Verdict:
     checks: tuple[Check, ...]
     notes: tuple[str, ...]
     """Why it failed without a check (no runs), and what could not be compared."""
+    judged: bool = True
+    """False: a figure was missing or not finite, so there is no verdict (and no pass)."""
 
     def explain(self, commit: str, baseline: str, max_regression: float) -> str:
-        head = "PASS" if self.passed else "FAIL"
+        head = "PASS" if self.passed else "FAIL" if self.judged else "CANNOT JUDGE"
         lines = [f"cost gate {head}: commit {commit} vs baseline {baseline}, max regression {max_regression:.1%}"]
         for c in self.checks:
             mark = "REGRESSION" if c.failed else "ok"
@@ -108,6 +128,16 @@ def compare(
     notes: list[str] = []
     for name, figs in (("commit", candidate), ("baseline", baseline)):
         label = commit if name == "commit" else baseline_commit
+        bad = figs.unusable() if figs is not None else []
+        if bad:
+            notes.append(
+                f"cannot judge {name} {label!r}: {', '.join(bad)} is not a finite non-negative number "
+                "(missing, not a number, NaN/Inf in the input, or a sum that overflowed)"
+            )
+    if notes:
+        return Verdict(False, (), tuple(notes), judged=False)
+    for name, figs in (("commit", candidate), ("baseline", baseline)):
+        label = commit if name == "commit" else baseline_commit
         if figs is None:
             notes.append(f"no runs for {name} {label!r}: nothing recorded for it (check the commit label and window)")
         elif figs.usd_per_1m_tokens is None:
@@ -135,8 +165,20 @@ def _check(what: str, baseline: float, candidate: float, higher_is_worse: bool, 
     return Check(what, baseline, candidate, worse, worse > limit)
 
 
+def _figure(value: object) -> float:
+    """A report's figure (a decimal string as the report writes it, or a JSON number); NaN when it is missing
+    or not a number, so that the verdict says it cannot judge."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        return math.nan
+    try:
+        return float(value)
+    except (ValueError, OverflowError):
+        return math.nan
+
+
 def figures_from_report_json(docs: Iterable[Mapping[str, Any]], source: str = "report") -> dict[str, CommitFigures]:
-    """Per-commit USD and tokens from reports exported with ``--by commit --format json`` (summed)."""
+    """Per-commit USD and tokens from reports exported with ``--by commit --format json`` (summed); a figure
+    that is missing or not a number makes its commit's sum NaN (no verdict, see :meth:`CommitFigures.unusable`)."""
     usd: dict[str, float] = defaultdict(float)
     tokens: dict[str, float] = defaultdict(float)
     for doc in docs:
@@ -148,10 +190,9 @@ def figures_from_report_json(docs: Iterable[Mapping[str, Any]], source: str = "r
                 "`statictrain report --by commit --format json`"
             )
         for i, row in enumerate(doc["rows"]):
-            try:
-                c = str(row["commit"])
-                usd[c] += float(row["usd"])
-                tokens[c] += float(row["tokens"])
-            except (KeyError, TypeError, ValueError) as e:
-                raise ValueError(f"{source}: row {i} lacks a numeric usd/tokens or a commit ({e})") from None
+            c = row.get("commit") if isinstance(row, Mapping) else None
+            if not isinstance(c, str):
+                raise ValueError(f"{source}: row {i} has no commit (a string): not a `report --by commit` row")
+            usd[c] += _figure(row.get("usd"))
+            tokens[c] += _figure(row.get("tokens"))
     return {c: CommitFigures(c, usd[c], tokens[c]) for c in usd}

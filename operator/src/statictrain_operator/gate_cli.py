@@ -3,8 +3,10 @@
     statictrain gate --commit "$SHA" --baseline "$BASE_SHA" --max-regression 5%
     statictrain gate --commit c2 --baseline c1 --max-regression 5% --report report.json
 
-Exit status: 0 pass; 1 regression, or no runs for a commit; 2 the gate could
-not be evaluated (bad input, Prometheus unreachable or rejecting a query).
+Exit status (``statictrain.exitcodes.CliExit``): 0 pass; 1 regression, or no
+runs for a commit; 2 bad input (an option, an unreadable report JSON); 3 no
+verdict: Prometheus unreachable, timed out or answering garbage, or a figure
+missing or not finite (NaN, Inf, an overflowing sum).
 Figures come from Prometheus (the same counters and reset handling as
 ``statictrain report --by commit``, plus tokens/s per GPU model from the
 sidecars) or from exported report JSON files (no tokens/s there).
@@ -13,12 +15,14 @@ sidecars) or from exported report JSON files (no tokens/s there).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
-from statictrain_operator.cli_args import add_prometheus_url
+from statictrain.exitcodes import CliExit
+
+from statictrain_operator.cli_args import add_prometheus_url, add_timeout, duration, utc
+from statictrain_operator.cli_io import load_json
 from statictrain_operator.gate import (
     CommitFigures,
     compare,
@@ -34,8 +38,6 @@ DEFAULT_LOOKBACK = timedelta(days=7)
 
 
 def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from statictrain_operator.cli import _duration, _utc  # noqa: PLC0415  (cli registers this module)
-
     p = subparsers.add_parser(
         "gate",
         help="CI cost gate: fail when $/1M tokens or tokens/s got worse than a baseline commit",
@@ -50,10 +52,10 @@ def add_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) 
         default=[],
         help="exported report JSON (statictrain report --by commit --format json); repeatable; instead of Prometheus",
     )
-    p.add_argument("--last", type=_duration, help="with Prometheus: window ending at --to (default 7d)")
-    p.add_argument("--to", dest="end", type=_utc, help="window end, RFC 3339 UTC; default now")
+    p.add_argument("--last", type=duration, help="with Prometheus: window ending at --to (default 7d)")
+    p.add_argument("--to", dest="end", type=utc, help="window end, RFC 3339 UTC; default now")
     add_prometheus_url(p)
-    p.add_argument("--timeout", type=float, default=60.0, help="seconds per Prometheus query")
+    add_timeout(p, 60.0)
     p.set_defaults(func=run_gate)
 
 
@@ -75,14 +77,7 @@ def figures_from_prometheus(reader: PromReader, window: ReportWindow, commits: l
 
 
 def _read_reports(paths: list[str]) -> dict[str, CommitFigures]:
-    docs = []
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                docs.append(json.load(f))
-        except (OSError, ValueError) as e:
-            raise ValueError(f"cannot read report {path}: {e}") from None
-    return figures_from_report_json(docs, ", ".join(paths))
+    return figures_from_report_json([load_json(path) for path in paths], ", ".join(paths))
 
 
 def run_gate(
@@ -105,12 +100,18 @@ def run_gate(
             prom = reader or HttpPrometheus(args.prometheus_url, args.timeout)
             figs = figures_from_prometheus(prom, window, sorted({args.commit, args.baseline}))
             source = f"Prometheus {args.prometheus_url}, {window.start:%Y-%m-%dT%H:%MZ} to {end:%Y-%m-%dT%H:%MZ}"
-    except (ValueError, PrometheusUnavailableError, PrometheusQueryError) as e:
+    except (PrometheusUnavailableError, PrometheusQueryError) as e:
         print(f"error: {e}", file=err)
-        return 2
+        return CliExit.CANNOT_JUDGE
+    except (ValueError, OverflowError) as e:
+        print(f"error: {e}", file=err)
+        return CliExit.USAGE
     verdict = compare(
         figs.get(args.commit), figs.get(args.baseline), limit, commit=args.commit, baseline_commit=args.baseline
     )
     out.write(verdict.explain(args.commit, args.baseline, limit))
     out.write(f"  source: {source}\n")
-    return 0 if verdict.passed else 1
+    if not verdict.judged:  # fail closed, with the reason on one line for the CI log
+        print(f"error: {verdict.notes[0]}", file=err)
+        return CliExit.CANNOT_JUDGE
+    return CliExit.OK if verdict.passed else CliExit.FAILED

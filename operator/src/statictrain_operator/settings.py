@@ -49,6 +49,8 @@ class Settings:
     """Port of the operator's own /metrics endpoint (job cost and anomaly metrics); 0 disables it."""
     sample_interval_s: int = 1
     """Seconds between the sidecar's NVML samples."""
+    sidecar_dcgm: bool = False
+    """The sidecars also export their NVML figures under dcgm-exporter's names (STATICTRAIN_SIDECAR_DCGM)."""
     stats_dir: str = "/var/run/statictrain"
     """Mount path of the trainer -> sidecar emptyDir (the channel directory)."""
     compile_cache_dir: str = "/var/cache/statictrain/compile"

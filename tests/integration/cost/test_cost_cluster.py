@@ -447,14 +447,16 @@ def test_report_errors_are_clear(cluster: LocalCluster) -> None:
     empty = subprocess.run(
         [*base, "--prometheus-url", cluster.prometheus_url], capture_output=True, text=True, check=False
     )
-    assert empty.returncode == 1 and "no cost data in [2001-01-01T00:00:00Z, 2001-01-02T00:00:00Z)" in empty.stderr
+    # no report can be made: exit 3 (CliExit.CANNOT_JUDGE, README "Exit status"), one line
+    assert empty.returncode == 3 and "no cost data in [2001-01-01T00:00:00Z, 2001-01-02T00:00:00Z)" in empty.stderr
+    assert empty.stderr.count("\n") == 1 and "Traceback" not in empty.stderr
     down = subprocess.run(
         [*base, "--prometheus-url", f"http://127.0.0.1:{free_port()}"],
         capture_output=True,
         text=True,
         check=False,
     )
-    assert down.returncode == 1 and "cannot reach Prometheus" in down.stderr
+    assert down.returncode == 3 and "cannot reach Prometheus" in down.stderr
 
 
 PROGRESS_POD_LABELS = [*labels.METRIC_LABELS, "pod", "pod_uid"]

@@ -80,7 +80,7 @@ def release(cluster: Any) -> Iterator[Release]:
         f"operator.watchNamespaces={{{ns}}}",
         f"networkPolicy.prometheus.namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name={ns}",
     ]
-    args = ["install", name, str(CHART_DIR), "--namespace", ns, "--wait=false", "--skip-crds"]
+    args = ["install", name, str(CHART_DIR), "--namespace", ns, "--wait=false", "--set", "crds.enabled=false"]
     for s in sets:
         args += ["--set", s]
     args += ["--set-json", f"workers.allowedTolerations={json.dumps(ALLOWED_TOLERATIONS)}"]
@@ -216,6 +216,7 @@ def test_each_network_policy_selects_exactly_the_intended_pods(cluster: Any, rel
     wait_for(lambda: len(kube.list("pods", "app.kubernetes.io/component=operator")) == 1, "the operator pod")
     policies = {p["metadata"]["name"]: p["spec"] for p in kube.list("networkpolicies")}
     assert set(policies) == {release.full, f"{release.name}-statictrain-extender",
+                             f"{release.name}-statictrain-scheduler", f"{release.name}-statictrain-test",
                              f"{release.name}-statictrain-workers"}
     pods = selected(cluster, "pods", ns, {})
 
@@ -226,16 +227,17 @@ def test_each_network_policy_selects_exactly_the_intended_pods(cluster: Any, rel
     operator_pods = {p["metadata"]["name"] for p in kube.list("pods", "app.kubernetes.io/component=operator")}
     assert targets(op) == operator_pods
     assert op["policyTypes"] == ["Ingress"] and len(op["ingress"]) == 1
-    (peer,) = op["ingress"][0]["from"]
+    peer, test_peer = op["ingress"][0]["from"]  # Prometheus; the `helm test` pod
     assert selected(cluster, "namespaces", None, peer["namespaceSelector"]) == {ns}
     assert selected(cluster, "pods", ns, peer["podSelector"]) == {"prom"}
+    assert selected(cluster, "pods", ns, test_peer["podSelector"]) == set()  # no test pod runs now
     assert op["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 9401}]
 
     ext = policies[f"{release.name}-statictrain-extender"]
     extender_pods = {p["metadata"]["name"] for p in kube.list("pods", "app.kubernetes.io/component=extender")}
     scheduler_pods = {p["metadata"]["name"] for p in kube.list("pods", "app.kubernetes.io/component=scheduler")}
     assert targets(ext) == extender_pods and extender_pods
-    scheduler_peer, operator_peer = ext["ingress"][0]["from"]  # kube-scheduler; the operator's health probe
+    scheduler_peer, operator_peer, _ = ext["ingress"][0]["from"]  # kube-scheduler; the operator's probe; helm test
     assert selected(cluster, "pods", ns, scheduler_peer["podSelector"]) == scheduler_pods and scheduler_pods
     assert selected(cluster, "pods", ns, operator_peer["podSelector"]) == operator_pods
     assert ext["ingress"][0]["ports"] == [{"protocol": "TCP", "port": 8888}]

@@ -130,7 +130,7 @@ def test_the_idle_counter_is_read_at_the_accounting_threshold_only() -> None:
 
 
 def test_parse_result_drops_nan() -> None:
-    s = parse_result({"resultType": "matrix", "result": [{"metric": {"a": "b"}, "values": [[1, "1"], [2, "NaN"]]}]})
+    s = parse_result([{"metric": {"a": "b"}, "values": [[1, "1"], [2, "NaN"], [3, "+Inf"]]}])
     assert s == [Series({"a": "b"}, (Sample(1.0, 1.0),))]
 
 

@@ -144,7 +144,7 @@ def test_cli_reads_the_bill_and_says_what_is_wrong_in_one_line(tmp_path: Path) -
     err = io.StringIO()
     argv = ["report", "--reconcile", str(good), "--prometheus-url", "http://127.0.0.1:9", "--no-progress"]
     args = build_parser().parse_args([*argv, "--timeout", "2"])
-    assert run_report(args, stderr=err) == 1 and err.getvalue().count("\n") <= 2 and "error:" in err.getvalue()
+    assert run_report(args, stderr=err) == 3 and err.getvalue().count("\n") <= 2 and "error:" in err.getvalue()
 
 
 FIELD = st.one_of(

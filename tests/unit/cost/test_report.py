@@ -285,7 +285,7 @@ def test_cli_unreachable_prometheus_and_missing_window() -> None:
             "2",
         ]
     )
-    assert run_report(args, stderr=err) == 1
+    assert run_report(args, stderr=err) == 3  # no report could be made (README, "Exit status")
     assert "cannot reach Prometheus at http://127.0.0.1:9" in err.getvalue()
     err2 = io.StringIO()
     assert run_report(argparse.Namespace(**{**vars(args), "last": None}), stderr=err2) == 2

@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+import contextlib
+import math
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from statictrain import labels
 from statictrain_extender.gpus import gpu_family
 from statictrain_extender.nodes import node_from_object, parse_quantity_int
 
 from .builders import node_obj
+from .hostile import json_values, put
 
 
 @pytest.mark.parametrize(
@@ -54,6 +61,9 @@ def test_gpu_family(name: str, want: str) -> None:
         ("NaN", 0),
         ("999999999999999", 999999999999999),
         ("1e15", 0),
+        (10**15, 0),  # a JSON integer is bounded like a string one
+        (2**64 - 1, 0),
+        (999999999999999, 999999999999999),
     ],
 )
 def test_parse_quantity_int(value: object, want: int) -> None:
@@ -69,6 +79,9 @@ def test_parse_quantity_int(value: object, want: int) -> None:
         pytest.param({"hourly": "0", "gpu_hourly": None}, None, None, id="zero-price-is-unknown"),
         pytest.param({"hourly": "abc", "gpu_hourly": None}, None, None, id="garbage-price-is-unknown"),
         pytest.param({"hourly": "NaN", "gpu_hourly": None}, None, None, id="nan-price-is-unknown"),
+        pytest.param({"hourly": "1e400", "gpu_hourly": None}, None, None, id="price-beyond-a-float-is-unknown"),
+        pytest.param({"hourly": "1e-400", "gpu_hourly": None}, None, None, id="price-that-is-0-as-a-float-is-unknown"),
+        pytest.param({"hourly": "32", "gpu_hourly": "1e-400"}, 4.0, 32.0, id="per-gpu-0-as-float-falls-back"),
         pytest.param({"hourly": "8", "gpu_hourly": None, "gpus": 0}, None, 8.0, id="cpu-node"),
     ],
 )
@@ -86,3 +99,34 @@ def test_node_fields() -> None:
 def test_node_without_anything_does_not_crash() -> None:
     got = node_from_object({})
     assert (got.name, got.gpus, got.gpu_hourly_usd) == ("", 0, None)
+
+
+NODE_PATHS: list[tuple[str, ...]] = [
+    ("metadata",),
+    ("metadata", "name"),
+    ("metadata", "labels"),
+    ("metadata", "labels", labels.GPU_PRODUCT),
+    ("metadata", "labels", "karpenter.sh/capacity-type"),
+    ("metadata", "annotations"),
+    ("metadata", "annotations", labels.HOURLY_COST),
+    ("metadata", "annotations", labels.GPU_HOURLY_COST),
+    ("metadata", "annotations", labels.PRICE_CAPACITY_TYPE),
+    ("status",),
+    ("status", "allocatable"),
+    ("status", "allocatable", labels.GPU_RESOURCE),
+]
+
+
+@given(changes=st.lists(st.tuples(st.sampled_from(NODE_PATHS), json_values), max_size=3))
+def test_any_node_object_is_read_never_raises(changes: list[tuple[tuple[str, ...], object]]) -> None:
+    """A Node from a hostile API server (or sent inline) with any JSON anywhere: a NodeInfo, and the values
+    it holds are of their types and in range."""
+    obj = node_obj("n")
+    for path, value in changes:
+        with contextlib.suppress(KeyError, TypeError):
+            put(obj, path, value)
+    got = node_from_object(obj)
+    assert isinstance(got.name, str) and isinstance(got.gpu_family, str) and isinstance(got.capacity_type, str)
+    assert isinstance(got.gpus, int) and 0 <= got.gpus < 10**15 * 1000
+    for price in (got.hourly_usd, got.gpu_hourly_usd):
+        assert price is None or 0 < price < math.inf

@@ -52,6 +52,14 @@ def test_missing_commit_and_team_are_labelled_unknown() -> None:
     assert (lab[labels.COMMIT], lab[labels.TEAM]) == ("unknown", "unknown")
 
 
+def test_the_workload_class_reaches_the_worker_pods_only_when_the_job_has_one() -> None:
+    assert labels.WORKLOAD_CLASS not in children.child_labels(b.owner())
+    owner = b.owner()
+    owner = children.Owner(owner.name, owner.namespace, owner.uid, {labels.WORKLOAD_CLASS: "llama-7b-bs8"}, owner.spec)
+    job = children.worker_job(owner, SETTINGS)
+    assert job["spec"]["template"]["metadata"]["labels"][labels.WORKLOAD_CLASS] == "llama-7b-bs8"
+
+
 def test_static_job_gets_torchrun_static_rendezvous_at_worker_0() -> None:
     env = env_of(containers(children.worker_job(b.owner(), SETTINGS))["trainer"])
     assert env[envvars.MASTER_ADDR] == "gpt2-worker-0.gpt2-worker"
@@ -154,8 +162,13 @@ def test_a_per_job_compile_cache_writes_only_the_jobs_folder_and_reads_shared_re
     env = {e["name"]: e.get("value") for e in trainer["env"]}
     assert env["STATICTRAIN_COMPILE_CACHE_DIR"] == "/cache/"
     assert env["STATICTRAIN_COMPILE_CACHE_SHARED_DIR"] == "/cache-shared"
-    others = [m for c in [*pod["containers"], *pod.get("initContainers", [])] if c["name"] != "trainer"
-              for m in c.get("volumeMounts", []) if m["name"] == children.CACHE_VOLUME]
+    others = [
+        m
+        for c in [*pod["containers"], *pod.get("initContainers", [])]
+        if c["name"] != "trainer"
+        for m in c.get("volumeMounts", [])
+        if m["name"] == children.CACHE_VOLUME
+    ]
     assert others == []  # no other container sees the claim
     # without a claim the cache is an emptyDir (the pod's own): nothing to split
     plain = children.worker_job(owner, Settings(compile_cache_per_job=True))["spec"]["template"]["spec"]
@@ -255,8 +268,11 @@ def test_profile_token_secret_is_per_job_random_and_mounted_in_the_sidecar_only(
     sidecar, trainer = pod["initContainers"][0], pod["containers"][0]
     env = {e["name"]: e.get("value") for e in sidecar["env"]}
     assert env[envvars.PROFILE_TOKEN_FILE] == f"{children.PROFILE_TOKEN_DIR}/token"
-    assert {"name": children.PROFILE_TOKEN_VOLUME, "mountPath": children.PROFILE_TOKEN_DIR,
-            "readOnly": True} in sidecar["volumeMounts"]
+    assert {
+        "name": children.PROFILE_TOKEN_VOLUME,
+        "mountPath": children.PROFILE_TOKEN_DIR,
+        "readOnly": True,
+    } in sidecar["volumeMounts"]
     assert children.PROFILE_TOKEN_VOLUME not in {m["name"] for m in trainer["volumeMounts"]}
     assert envvars.PROFILE_TOKEN_FILE not in {e["name"] for e in trainer["env"]}
     off_pod = children.worker_job(o, SETTINGS)["spec"]["template"]["spec"]
@@ -264,8 +280,9 @@ def test_profile_token_secret_is_per_job_random_and_mounted_in_the_sidecar_only(
 
 
 @pytest.mark.parametrize(("grace", "want_pod", "want_agent"), [(None, 120, "115"), (30, 30, "25"), (3, 3, "1")])
-def test_grace_period_from_the_spec_reaches_the_pod_and_torchrun(grace: int | None, want_pod: int,
-                                                                 want_agent: str) -> None:
+def test_grace_period_from_the_spec_reaches_the_pod_and_torchrun(
+    grace: int | None, want_pod: int, want_agent: str
+) -> None:
     s = b.spec(runPolicy={"terminationGracePeriodSeconds": grace} if grace else {})
     job = children.worker_job(b.owner(s), SETTINGS)
     assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == want_pod
@@ -302,3 +319,12 @@ def test_template_hash_ignores_elastic_replicas_but_not_settings() -> None:
     assert h(replicas=2) != h(replicas=2, precision="fp32")
     static_2 = children.template_hash(b.owner(b.spec(replicas=2)), SETTINGS)
     assert static_2 != children.template_hash(b.owner(b.spec(replicas=3)), SETTINGS)
+
+
+def test_the_sidecar_exports_dcgm_names_only_when_asked() -> None:
+    def sidecar_env(settings: Settings) -> dict[str, str | None]:
+        pod = children.worker_job(b.owner(), settings)["spec"]["template"]["spec"]
+        return {e["name"]: e.get("value") for e in pod["initContainers"][0]["env"]}
+
+    assert envvars.SIDECAR_DCGM not in sidecar_env(SETTINGS)
+    assert sidecar_env(Settings(sidecar_dcgm=True))[envvars.SIDECAR_DCGM] == "true"

@@ -26,6 +26,9 @@ from statictrain_operator.prom import Series
 from statictrain_operator.report.model import ReportWindow, build_report
 from statictrain_operator.report.text import to_json
 
+CANNOT_JUDGE = 3
+"""The gate's exit status with no verdict: Prometheus unusable, or a figure missing or not finite (README)."""
+
 
 def figs(commit: str, usd: float, tokens: float, **tps: float) -> CommitFigures:
     return CommitFigures(commit, usd, tokens, {k.replace("_", " "): v for k, v in tps.items()})
@@ -161,13 +164,13 @@ def test_cli_exit_codes_from_report_json(tmp_path: Path) -> None:
 
 def test_cli_bad_input_is_exit_2(tmp_path: Path) -> None:
     rc, _, err = _run(tmp_path, "{not json", "--commit", "a", "--baseline", "b", "--max-regression", "5%")
-    assert rc == 2 and "cannot read report" in err
+    assert rc == 2 and "not JSON" in err
     doc = _report_json({"a": 1.0}, {"a": 1.0})
     rc, _, err = _run(tmp_path, doc, "--commit", "a", "--baseline", "b", "--max-regression", "5")
     assert rc == 2 and "like 5%" in err
 
 
-def test_cli_unreachable_prometheus_is_exit_2() -> None:
+def test_cli_unreachable_prometheus_is_cannot_judge() -> None:
     args = build_parser().parse_args(
         [
             "gate",
@@ -184,7 +187,7 @@ def test_cli_unreachable_prometheus_is_exit_2() -> None:
         ]
     )
     err = io.StringIO()
-    assert run_gate(args, stdout=io.StringIO(), stderr=err) == 2
+    assert run_gate(args, stdout=io.StringIO(), stderr=err) == CANNOT_JUDGE
     assert "cannot reach Prometheus" in err.getvalue()
 
 
@@ -208,3 +211,33 @@ def test_explain_says_better_or_worse_in_words() -> None:
     assert "(50.0% better)" in better.explain("c", "b", 0.05)
     worse = compare(figs("c", 11, 1e6), figs("b", 10, 1e6), 0.05, commit="c", baseline_commit="b")
     assert "(10.0% worse)" in worse.explain("c", "b", 0.05)
+
+
+@pytest.mark.parametrize("usd", ["NaN", "Infinity", "-Infinity", "1e999", '"nan"', '"inf"', "null", '"x"'])
+def test_a_non_finite_or_missing_cost_of_the_commit_never_passes(tmp_path: Path, usd: str) -> None:
+    """#33: a report whose cost for the commit was NaN or inf passed with exit 0 ("nan% better")."""
+    doc = _report_json({"base": 10.0, "cand": 10.0}, {"base": 1e6, "cand": 1e6})
+    text = json.dumps(doc).replace('"usd": "10.000000"', '"usd": @', 2)
+    text = text.replace("@", '"10.000000"', 1).replace("@", usd, 1)  # the baseline's row first: cand is hostile
+    assert '"commit": "cand"' in text
+    rc, out, err = _run(tmp_path, text, "--commit", "cand", "--baseline", "base", "--max-regression", "5%")
+    assert rc == CANNOT_JUDGE and "PASS" not in out and "CANNOT JUDGE" in out, out
+    assert err.count("\n") == 1 and "cannot judge commit 'cand'" in err, err
+
+
+@pytest.mark.parametrize(
+    ("candidate", "baseline"),
+    [
+        (figs("c", math.nan, 1e6), figs("b", 10, 1e6)),
+        (figs("c", math.inf, 1e6), figs("b", 10, 1e6)),
+        (figs("c", 10, 1e6), figs("b", math.nan, 1e6)),
+        (figs("c", 10, math.inf), figs("b", 10, 1e6)),
+        (figs("c", -1, 1e6), figs("b", 10, 1e6)),
+        (figs("c", 1e300, 1e-300), figs("b", 10, 1e6)),  # $/1M tokens overflows
+        (figs("c", 10, 1e6, H100=math.nan), figs("b", 10, 1e6, H100=1000)),
+    ],
+)
+def test_compare_cannot_judge_non_finite_figures(candidate: CommitFigures, baseline: CommitFigures) -> None:
+    verdict = compare(candidate, baseline, 0.05, commit="c", baseline_commit="b")
+    assert not verdict.passed and not verdict.judged
+    assert "CANNOT JUDGE" in verdict.explain("c", "b", 0.05) and "nan%" not in verdict.explain("c", "b", 0.05)

@@ -278,3 +278,29 @@ def test_a_unit_hint_sizes_limits_until_the_first_cold_trial_measures_it() -> No
     assert limits["default@16"] == 2.0 * 20.0  # from the hint, not the whole budget
     assert limits["reduce-overhead@16"] == 2.0 * 1.1 * 40.0  # the measured cold trial replaced it
     assert calls == ["default@16", "reduce-overhead@16"]
+
+
+@pytest.mark.parametrize("limit", ["abc", float("nan"), float("inf"), 10**400, -5, True, None, [1]])
+def test_a_recorded_limit_that_is_not_a_finite_positive_number_means_retry(limit: object) -> None:
+    known = {"max-autotune@32": {"error": "timed out after 204 s", "limit_s": limit}}
+    assert skip_reason(known, Candidate("max-autotune", 32), 10.0) is None
+
+
+def test_a_hostile_record_file_is_ignored_and_never_written_through(tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"k": {"default@8": {"error": "crashed"}}}')
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / FailureRecord.FILE).symlink_to(target)
+    record = FailureRecord(cache, "k")
+    assert record.known() == {}  # a link is not read
+    record.add(Outcome(Candidate("max-autotune", 8), ok=False, error="crashed (exit 1)"))
+    assert target.read_text() == '{"k": {"default@8": {"error": "crashed"}}}'
+    assert (cache / FailureRecord.FILE).is_symlink()  # its name is taken by a link: not written, left as it is
+    (cache / FailureRecord.FILE).unlink()
+    record.add(Outcome(Candidate("max-autotune", 8), ok=False, error="crashed (exit 1)"))
+    assert set(FailureRecord(cache, "k").known()) == {"max-autotune@8"}
+    (cache / FailureRecord.FILE).write_text('{"k": {"a": [1], "b": "x", "c": {"error": "crashed"}}}')
+    assert set(FailureRecord(cache, "k").known()) == {"c"}
+    (cache / FailureRecord.FILE).write_bytes(b"[" * 200_000)
+    assert FailureRecord(cache, "k").known() == {}

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
-from statictrain_trainer.compile_cache import CompileCache, make_key, model_fingerprint
+from statictrain_trainer.compile_cache import MAX_ARTIFACT_BYTES, CompileCache, make_key, model_fingerprint
 from torch import nn
 
 
@@ -72,3 +73,71 @@ def test_shared_read_only_root_is_tried_after_the_own_and_never_written(
     assert sorted((p.name, p.read_bytes()) for p in shared_root.rglob("*") if p.is_file()) == before
     empty = CompileCache(tmp_path / "own2", key, shared=tmp_path / "shared2").load()
     assert not empty.hit and empty.status == "miss_empty"
+
+
+def _snapshot(root: Path) -> dict[str, bytes | str]:
+    """Every name under root with its bytes (files) or its target (links)."""
+    out: dict[str, bytes | str] = {}
+    for p in sorted(root.rglob("*")):
+        key = str(p.relative_to(root))
+        out[key] = f"-> {os.readlink(p)}" if p.is_symlink() else p.read_bytes() if p.is_file() else "dir"
+    return out
+
+
+def test_a_workload_folder_that_links_elsewhere_is_never_read_or_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = make_key("fp", {}, "2.11.0", "cpu")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / f"{key.environment}.bin").write_bytes(b"someone else's file")
+    cache = CompileCache(tmp_path / "cache", key)
+    (tmp_path / "cache").mkdir()
+    cache.folder.symlink_to(outside)
+    before = _snapshot(outside)
+    loaded = cache.load()
+    assert not loaded.hit and loaded.status == "load_failed" and "symbolic link" in loaded.reason
+    monkeypatch.setattr("torch.compiler.save_cache_artifacts", lambda: (b"compiled", None))
+    assert cache.save({}) is None
+    assert _snapshot(outside) == before
+
+
+def test_an_artifact_that_is_a_link_is_replaced_not_written_through(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = CompileCache(tmp_path / "cache", make_key("fp", {}, "2.11.0", "cpu"))
+    cache.folder.mkdir(parents=True)
+    target = tmp_path / "target"
+    target.write_bytes(b"not yours")
+    cache.artifact_path.symlink_to(target)
+    assert cache.load().status == "load_failed"
+    monkeypatch.setattr("torch.compiler.save_cache_artifacts", lambda: (b"compiled", None))
+    assert cache.save({}) is None  # its name is taken by a link: left as it is
+    assert target.read_bytes() == b"not yours" and cache.artifact_path.is_symlink()
+
+
+@pytest.mark.timeout(60)
+def test_a_huge_or_fifo_artifact_is_ignored_unread(tmp_path: Path) -> None:
+    cache = CompileCache(tmp_path, make_key("fp", {}, "2.11.0", "cpu"))
+    cache.folder.mkdir(parents=True)
+    with open(cache.artifact_path, "wb") as f:
+        f.truncate(MAX_ARTIFACT_BYTES + 1)  # sparse: no disk used
+    loaded = cache.load()
+    assert loaded.status == "load_failed" and "more than" in loaded.reason
+    cache.artifact_path.unlink()
+    os.mkfifo(cache.artifact_path)  # no writer: a blocking open would hang
+    loaded = cache.load()
+    assert loaded.status == "load_failed" and "not a plain file" in loaded.reason
+
+
+def test_odd_names_of_other_environments_are_listed_safely_and_bounded(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cache = CompileCache(tmp_path, make_key("fp", {}, "2.11.0", "cpu"))
+    cache.folder.mkdir(parents=True)
+    for i in range(12):
+        (cache.folder / f"torch-\udcff\n{i}.bin").write_bytes(b"x")  # not UTF-8, a newline
+    with caplog.at_level(logging.INFO):
+        loaded = cache.load()
+    assert loaded.status == "miss_other_environment" and "and 7 more" in loaded.reason
+    assert loaded.reason.isascii() and "\n" not in loaded.reason

@@ -31,8 +31,11 @@ def test_container_exit_code(worker: int, container: int) -> None:
 
 def _launch(*cmd: str) -> subprocess.Popen[bytes]:
     exe = Path(sys.executable).parent / "statictrain-launch"
-    return subprocess.Popen([str(exe), "--standalone", "--nproc-per-node", "1", "--no-python", *cmd],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(
+        [str(exe), "--standalone", "--nproc-per-node", "1", "--no-python", *cmd],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
 
 
 def test_the_agent_exits_with_the_workers_own_code_not_torchruns_1() -> None:

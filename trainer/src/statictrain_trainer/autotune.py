@@ -42,6 +42,8 @@ from typing import Any
 
 from statictrain import envvars
 
+from . import dirfiles
+from .errors import one_line
 from .settings import CompileMode, Fp8Recipe, TrainerSettings
 
 log = logging.getLogger(__name__)
@@ -187,61 +189,78 @@ class FailureRecord:
     """Candidates that crashed, ran out of memory or timed out, per (model, torch, GPU), in one JSON file.
 
     A recorded crash or out-of-memory is not retried; a recorded timeout is retried only with a
-    limit at least RETRY_FACTOR times the one it timed out under. A file that cannot be read is
-    treated as empty (logged), never fatal.
+    limit at least RETRY_FACTOR times the one it timed out under. A file that cannot be read (not JSON,
+    larger than MAX_BYTES, a link or not a plain file: it may sit in the shared compile cache) is treated
+    as empty (logged), never fatal; it is replaced atomically and never written through a link.
     """
 
     RETRY_FACTOR = 1.5
     FILE = "autotune-failures.json"
+    MAX_BYTES = 1 << 20
 
     def __init__(self, directory: Path | None, key: str) -> None:
+        self.directory = directory
         self.path = directory / self.FILE if directory is not None else None
         self.key = key
 
     def _load(self) -> dict[str, dict[str, dict[str, Any]]]:
-        if self.path is None or not self.path.is_file():
+        if self.directory is None:
             return {}
         try:
-            data = json.loads(self.path.read_text())
-        except (OSError, ValueError) as e:
-            log.warning("autotune record %s unreadable (%s): ignored", self.path, e)
+            with dirfiles.opened(self.directory) as fd:
+                data = json.loads(dirfiles.read_plain(fd, self.FILE, self.MAX_BYTES))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError, RecursionError) as e:
+            log.warning("autotune record %s unreadable (%s): ignored", self.path, one_line(e))
             return {}
         return data if isinstance(data, dict) else {}
 
     def known(self) -> dict[str, dict[str, Any]]:
-        """Label -> {"error", "limit_s"} for this key."""
+        """Label -> {"error", "limit_s"} for this key (entries that are not objects are left out)."""
         entry = self._load().get(self.key, {})
-        return entry if isinstance(entry, dict) else {}
+        if not isinstance(entry, dict):
+            return {}
+        return {label: e for label, e in entry.items() if isinstance(e, dict)}
 
     def add(self, outcome: Outcome) -> None:
-        if self.path is None or not outcome.recordable:
+        if self.directory is None or not outcome.recordable:
             return
         data = self._load()
-        data.setdefault(self.key, {})[outcome.candidate.label] = {
-            "error": outcome.error,
-            "limit_s": outcome.limit_s,
-        }
+        if not isinstance(data.get(self.key), dict):
+            data[self.key] = {}
+        data[self.key][outcome.candidate.label] = {"error": outcome.error, "limit_s": outcome.limit_s}
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(f".{self.FILE}.{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-            tmp.replace(self.path)
+            with dirfiles.opened(self.directory, create=True) as fd, dirfiles.atomic_write(fd, self.FILE) as f:
+                f.write(json.dumps(data, indent=1, sort_keys=True).encode())
         except OSError as e:
-            log.warning("autotune record %s not written: %s", self.path, e)
+            log.warning("autotune record %s not written: %s", self.path, one_line(e))
 
 
 def skip_reason(known: Mapping[str, Mapping[str, Any]], candidate: Candidate, limit_s: float) -> str | None:
-    """Why a recorded failure means this candidate is not tried again, or None (pure)."""
+    """Why a recorded failure means this candidate is not tried again, or None (pure). A recorded limit
+    that is not a finite positive number counts as none (the candidate is retried)."""
     entry = known.get(candidate.label)
     if entry is None:
         return None
     error = str(entry.get("error", ""))
     if error.startswith("timed out"):
-        before = float(entry.get("limit_s", 0.0) or 0.0)
+        before = _positive_seconds(entry.get("limit_s"))
         if limit_s >= FailureRecord.RETRY_FACTOR * before:
             return None
         return f"skipped: timed out before under {before:.0f} s on this model, torch and GPU; {limit_s:.0f} s now"
     return f"skipped: failed before on this model, torch and GPU ({error[:200]})"
+
+
+def _positive_seconds(raw: object) -> float:
+    """A recorded number of seconds, or 0.0 when it is not a finite positive number (pure)."""
+    if not isinstance(raw, int | float) or isinstance(raw, bool):
+        return 0.0
+    try:
+        value = float(raw)
+    except OverflowError:  # an integer beyond float
+        return 0.0
+    return value if math.isfinite(value) and value > 0 else 0.0
 
 
 TrialRunner = Callable[[Candidate, float], Outcome]

@@ -9,6 +9,13 @@ from .exitcodes import ExitCode, InfraError, UserError
 _INFRA_MARKERS = ("CUDA error", "NCCL", "cuDNN error", "CUBLAS_STATUS", "ECC error", "device-side assert")
 
 
+def one_line(exc: BaseException, limit: int = 200) -> str:
+    """``Type: first line of the message``, at most ``limit`` characters, for a log line (pure)."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def classify(exc: BaseException) -> tuple[ExitCode, str]:
     """Exit code and a one-line reason for an exception that ended the run."""
     if isinstance(exc, UserError):

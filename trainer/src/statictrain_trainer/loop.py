@@ -19,7 +19,7 @@ from statictrain import channel
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from . import checkpoint, dynamo_stats, levers
+from . import checkpoint, dynamo_stats, levers, resume
 from .compile_cache import CacheKey, CacheLoad, CompileCache, device_tag, make_key, model_fingerprint
 from .distributed import DistContext
 from .flops import mfu, peak_tflops
@@ -285,14 +285,10 @@ class Trainer:
         directory = self.settings.checkpoint_dir
         if directory is None:
             return
-        found = checkpoint.load_latest(directory, map_location=self.ctx.device)
+        found = resume.resume(directory, self.model, self.optimizer, self.scaler, self.ctx.device)
         if found is None:
-            log.info("no checkpoint under %s: starting at step 0", directory)
+            log.info("no checkpoint to resume from under %s: starting at step 0", directory)
             return
-        self.model.load_state_dict(found.state["model"])
-        self.optimizer.load_state_dict(found.state["optimizer"])
-        if self.scaler is not None and "scaler" in found.state:
-            self.scaler.load_state_dict(found.state["scaler"])
         self.start_step = found.step
         log.info("resumed from %s (step %d)", found.path, found.step)
 
@@ -313,7 +309,8 @@ class Trainer:
             return
         if self.ctx.is_main:
             path = checkpoint.save(directory, step, self._state(), self.settings.checkpoint_keep)
-            log.info("checkpoint written: %s", path)
+            if path is not None:
+                log.info("checkpoint written: %s", path)
         if self.ctx.distributed:
             dist.barrier()
 

@@ -13,6 +13,14 @@ app.kubernetes.io/component: extender
 {{ include "statictrain.selectorLabels" . }}
 app.kubernetes.io/component: scheduler
 {{- end }}
+{{/* The scheduler profile the extender serves: extender.scheduler.schedulerName, else workers.schedulerName. */}}
+{{- define "statictrain.scheduler.name" -}}
+{{- .Values.extender.scheduler.schedulerName | default .Values.workers.schedulerName }}
+{{- end }}
+{{/* The kube-scheduler's secure port (/healthz, /livez, /readyz, /metrics). */}}
+{{- define "statictrain.scheduler.port" -}}
+10259
+{{- end }}
 {{/* URL prefix kube-scheduler posts to: {prefix}/filter and {prefix}/prioritize. */}}
 {{- define "statictrain.extender.urlPrefix" -}}
 {{- $scheme := ternary "https" "http" (ne .Values.extender.tls.secretName "") -}}
@@ -27,12 +35,15 @@ app.kubernetes.io/component: scheduler
 {{- define "statictrain.scheduler.config" -}}
 apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
+# No /debug/pprof on the scheduler's port (on by default in kube-scheduler).
+enableProfiling: false
+enableContentionProfiling: false
 leaderElection:
   leaderElect: {{ gt (int $.Values.extender.scheduler.replicas) 1 }}
   resourceNamespace: {{ .Release.Namespace }}
   resourceName: {{ include "statictrain.scheduler.fullname" . }}
 profiles:
-- schedulerName: {{ $.Values.extender.scheduler.schedulerName }}
+- schedulerName: {{ include "statictrain.scheduler.name" . }}
   # Score every feasible node so packing sees the partly used ones.
   percentageOfNodesToScore: 100
   plugins:

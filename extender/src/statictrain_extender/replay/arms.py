@@ -13,7 +13,7 @@ from typing import Any
 
 from ..scoring import Weights
 
-__all__ = ["EXTENDER_WEIGHT", "Arm", "scheduler_config", "standard_arms"]
+__all__ = ["EXTENDER_WEIGHT", "Arm", "learning_arms", "scheduler_config", "standard_arms"]
 
 EXTENDER_WEIGHT = 5
 """Extender weight in the scheduler configuration, as in deploy/scheduler/kube-scheduler-config.yaml."""
@@ -31,6 +31,8 @@ class Arm:
     """Extender weights; None: no extender."""
     uniform: bool = False
     """Pods say their run time does not depend on the GPU (annotation gpu-throughput: uniform)."""
+    learn: bool = False
+    """Its extender reads the pods' step times from Prometheus (learned speed per workload class)."""
 
     @property
     def scheduler_name(self) -> str:
@@ -40,7 +42,7 @@ class Arm:
     def extender_key(self) -> str | None:
         """Arms with equal weights share one extender process."""
         w = self.weights
-        return None if w is None else f"cost{w.cost:g}-pack{w.pack:g}"
+        return None if w is None else f"cost{w.cost:g}-pack{w.pack:g}" + ("-learn" if self.learn else "")
 
 
 def standard_arms(weights: Weights) -> list[Arm]:
@@ -51,6 +53,16 @@ def standard_arms(weights: Weights) -> list[Arm]:
         Arm("c", tuned=True, weights=Weights(cost=0.0, pack=1.0)),
         Arm("d", tuned=True, weights=weights, uniform=True),
         Arm("e", tuned=True, weights=weights),
+    ]
+
+
+def learning_arms(weights: Weights) -> list[Arm]:
+    """(a) stock; (b) tuned; (e) + cost, per-model speed from the table; (l) e, learning from step times."""
+    return [
+        Arm("a", tuned=False),
+        Arm("b", tuned=True),
+        Arm("e", tuned=True, weights=weights),
+        Arm("l", tuned=True, weights=weights, learn=True),
     ]
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from kubernetes import client, watch
@@ -28,7 +28,7 @@ from kubernetes.client.exceptions import ApiException
 from ..kubewatch import undecoded
 from .workload import Task
 
-__all__ = ["ArmRun", "Bound", "SegmentResult", "run_segment", "scheduled_delay_s"]
+__all__ = ["ArmRun", "Bound", "RunReporter", "SegmentResult", "run_segment", "scheduled_delay_s"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,18 @@ class ArmRun:
     """Pod manifests by task name."""
     node_throughput: Mapping[str, float]
     """Relative throughput of each of the arm's nodes (unknown families: the caller's choice)."""
+    class_throughput: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """Workload class -> node -> relative throughput, for classes that run at other speeds."""
+    reporter: RunReporter | None = None
+    """Told when each of the arm's tasks starts and stops running (e.g. to export step times)."""
+
+
+class RunReporter(Protocol):
+    """What a running task tells the world (step times, like a trainer's metrics)."""
+
+    def started(self, namespace: str, name: str, node: str, task: Task, speed: float) -> None: ...
+
+    def stopped(self, namespace: str, name: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,7 +218,11 @@ def run_segment(
             lock.notify_all()
 
     def _schedule(namespace: str, name: str, start: float, arm: ArmRun, task: Task) -> None:
-        run = task.run_seconds(arm.node_throughput.get(result.bound[arm.key][name].node, 1.0))
+        node = result.bound[arm.key][name].node
+        speed = arm.class_throughput.get(task.workload_class, arm.node_throughput).get(node, 1.0)
+        run = task.run_seconds(speed)
+        if arm.reporter is not None:
+            arm.reporter.started(namespace, name, node, task, speed)
         if run != float("inf"):
             heapq.heappush(deletions, (start + run / speedup, namespace, name))
 
@@ -226,7 +242,12 @@ def run_segment(
 
     gone: set[tuple[str, str]] = set()
 
+    reporters = {arm.namespace: arm.reporter for arm in arms if arm.reporter is not None}
+
     def delete(namespace: str, name: str) -> None:
+        reporter = reporters.get(namespace)
+        if reporter is not None:
+            reporter.stopped(namespace, name)
         try:
             core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
         except ApiException as err:

@@ -57,6 +57,8 @@ class Task:
     service: bool
     """A latency-sensitive service: fixed lifetime, its speed does not shorten it."""
     prefilled: bool
+    workload_class: str = ""
+    """Which speed per GPU family it runs at (NodeFacts.class_throughput); "" the node's default."""
 
     @property
     def total_gpu_milli(self) -> int:

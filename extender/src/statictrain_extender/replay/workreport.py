@@ -20,7 +20,7 @@ are in trace hours (wall x speedup) and dollars.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 from .workload import Task
@@ -40,6 +40,12 @@ class NodeFacts:
     hourly_usd: float
     throughput: float
     """Relative throughput of its GPU, A100 = 1."""
+    class_throughput: Mapping[str, float] = field(default_factory=dict)
+    """Workload class -> relative throughput there, where a class's differs from ``throughput``."""
+
+    def speed(self, task: Task) -> float:
+        """How fast ``task`` really runs on this node's GPU."""
+        return self.class_throughput.get(task.workload_class, self.throughput)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +83,7 @@ def outcomes(
         start = max(placed.at_s, 0.0) * speedup
         if start >= length_s:
             continue
-        end = min(start + task.run_seconds(nodes[placed.node].throughput), length_s)
+        end = min(start + task.run_seconds(nodes[placed.node].speed(task)), length_s)
         out.append(Outcome(task, placed.node, start, end))
     return out
 
@@ -130,7 +136,7 @@ def arm_figures(
     for run in runs:
         kind = "service" if run.task.service else "batch"
         hours = (run.end_s - run.start_s) / _HOUR
-        work[kind] += run.task.gpu_milli / 1000 * nodes[run.node].throughput * hours
+        work[kind] += run.task.gpu_milli / 1000 * nodes[run.node].speed(run.task) * hours
         cost[kind] += task_cost.get(run.task.name, 0.0)
     node_hours: dict[str, float] = {}
     gpu_hours = 0.0
@@ -185,7 +191,7 @@ def reprice(
     length_s: float,
 ) -> float | None:
     """$ per unit of work of the same placements with other node prices (node -> $/hour)."""
-    repriced = {n: NodeFacts(f.family, f.gpus, prices[n], f.throughput) for n, f in nodes.items()}
+    repriced = {n: replace(f, hourly_usd=prices[n]) for n, f in nodes.items()}
     figures = arm_figures(tasks, placements, repriced, speedup, length_s)
     value = figures["cost_per_work"]
     return float(value) if isinstance(value, float) else None

@@ -10,7 +10,7 @@ against the last good commit's),
 ``remediation.decide`` in Recommend mode against a job that permits every action (elastic,
 suspendable, its earlier settings known when they were good), so the action shown is the one
 the finding calls for. Series it cannot trust get a message and never lead to an action:
-unknown names (judged by the generic ``discord`` detector, reported only), NaN/Inf, too few
+unknown names (judged by the generic ``ensemble`` detector, reported only), NaN/Inf, too few
 points, gaps, counter resets and values that cannot be in the series' unit (``UNITS``).
 
 ``score`` compares the outcome with labelled fault windows: detected, delay of the first
@@ -32,7 +32,7 @@ from statictrain_operator.anomaly import findings as fnd
 from statictrain_operator.anomaly import history as hist
 from statictrain_operator.anomaly.commits import commit_regression, judged
 from statictrain_operator.anomaly.detector import Assessment, DetectorSettings, Method, assess
-from statictrain_operator.anomaly.discord import DiscordSettings, score_series
+from statictrain_operator.anomaly.ensemble import EnsembleSettings, score_series
 from statictrain_operator.anomaly.remediation import (
     SETTINGS_FIELDS,
     ActionKind,
@@ -165,7 +165,7 @@ class ReplaySettings:
     faults: flt.FaultSettings = field(default_factory=flt.FaultSettings)
     findings: fnd.FindingSettings = field(default_factory=fnd.FindingSettings)
     policy: PolicySettings = field(default_factory=PolicySettings)
-    generic: DiscordSettings = field(default_factory=DiscordSettings)
+    generic: EnsembleSettings = field(default_factory=EnsembleSettings)
 
 
 @dataclass(frozen=True)
@@ -369,8 +369,8 @@ def replay(rec: Recording, s: ReplaySettings) -> Replay:
             problems.extend(probs)
             if clean[1]:
                 finite = clean[1]
-                scores = score_series(finite, s.generic, (min(finite), max(finite)))
-                out.generic[name] = [t for t, sc in zip(clean[0], scores, strict=True) if sc >= 0.5]
+                scores = score_series(finite, s.generic)
+                out.generic[name] = [t for t, sc in zip(clean[0], scores, strict=True) if sc >= s.generic.flag_score]
             continue
         problems.extend(probs)
         if clean[0]:

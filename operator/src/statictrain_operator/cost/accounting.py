@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from statictrain import api, invariants
 from statictrain.conditions import BUDGET_WARNING
 from statictrain.cost import Allocation, JobCost, JobKey, NodeInfo, PodInfo, PodUsage, Window, allocate
+from statictrain.counters import Sample
 from statictrain.money import ZERO, parse_usd
 from statictrain.pricing import Catalog, FallbackPolicy, NodeFacts, price_node
 
@@ -32,8 +33,10 @@ from statictrain_operator.children import commit_and_team
 from statictrain_operator.cost import budgets
 from statictrain_operator.cost.exporter import CostMetrics, LabelValues
 from statictrain_operator.cost.inputs import (
+    DCGM_UTIL,
     build_usage,
     counters_missing_prev,
+    dcgm_utilization,
     node_info,
     parse_time,
     pod_info,
@@ -146,7 +149,9 @@ class Accountant:
         lookback = max(self.settings.counter_lookback_s, self.settings.max_gap_s)
         try:
             below = self.settings.idle_threshold
-            series = {k: self.prom.query(q, at) for k, (q, at) in usage_queries(window, lookback, below).items()}
+            gpu = self.settings.dcgm
+            queries = usage_queries(window, lookback, below, gpu)
+            series = {k: self.prom.query(q, at) for k, (q, at) in queries.items()}
             started = {p.uid: p.started for p in pods}
             prevs: dict[str, dict[str, float]] = {}
             for key, uids in counters_missing_prev(window, series, started, lookback).items():
@@ -156,7 +161,13 @@ class Accountant:
         except (PrometheusUnavailableError, PrometheusQueryError) as e:
             return {}, str(e)
         pod_uids = {(p.namespace, p.name): p.uid for p in pods}
-        return build_usage(window, series, pod_uids, prevs), ""
+        dcgm_util: dict[str, dict[str, list[Sample]]] = {}
+        if DCGM_UTIL in series:
+            dcgm_util, ignored = dcgm_utilization(window, series[DCGM_UTIL], pods, gpu)
+            self.metrics.add_dcgm_ignored(ignored)
+            if ignored:
+                log.debug("dcgm-exporter series left out of window %s: %s", window, ignored)
+        return build_usage(window, series, pod_uids, prevs, dcgm_util), ""
 
     def _load_state(self) -> CostState:
         if self.state is None:
@@ -345,9 +356,7 @@ class Accountant:
         except Exception as e:  # e.g. its namespace is terminating: one job's Event must not end the run
             log.warning("could not post event %s about %s/%s: %s", BUDGET_WARNING, key[0], key[1], e)
 
-    def _budget(
-        self, job: Mapping[str, Any], usd: Decimal, now: datetime, result: RunResult, key: JobKey
-    ) -> None:
+    def _budget(self, job: Mapping[str, Any], usd: Decimal, now: datetime, result: RunResult, key: JobKey) -> None:
         d = budgets.decide(job, usd, now)
         if d.action == "none":
             return

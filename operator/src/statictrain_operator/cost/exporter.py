@@ -52,6 +52,7 @@ def _number(value: object) -> float:
     except ValueError:
         return 0.0
 
+
 _JOB_COUNTERS = {
     metrics.JOB_COST_USD_TOTAL: "Allocated cost of the job's pods (GPU, CPU, memory) in USD",
     metrics.JOB_GPU_COST_USD_TOTAL: "GPU part of the job's cost, USD",
@@ -89,6 +90,7 @@ class CostMetrics:
         self._invariant_ok: dict[str, float] = {}
         self._invariant_failures: dict[str, float] = dict.fromkeys(INVARIANTS, 0.0)
         self._unpriced: set[tuple[str, str]] = set()
+        self._dcgm_ignored: dict[str, float] = defaultdict(float)
         if registry is not None:
             registry.register(self)
 
@@ -150,6 +152,12 @@ class CostMetrics:
                         self._counters[m][(n.name,)] += float(d)
             self._runs["ok"] += 1
 
+    def add_dcgm_ignored(self, counts: Mapping[str, int]) -> None:
+        """dcgm-exporter series one accounting window left out, by reason."""
+        with self._lock:
+            for reason, n in counts.items():
+                self._dcgm_ignored[reason] += n
+
     def run_failed(self) -> None:
         with self._lock:
             self._runs["error"] += 1
@@ -191,7 +199,7 @@ class CostMetrics:
                 dict(self._hourly),
                 dict(self._runs),
             )
-            flags = dict(self._flags)
+            flags, dcgm_ignored = dict(self._flags), dict(self._dcgm_ignored)
             inv_ok, inv_fail, unpriced = dict(self._invariant_ok), dict(self._invariant_failures), set(self._unpriced)
         for name, doc in _JOB_COUNTERS.items():
             fam = CounterMetricFamily(name.removesuffix("_total"), doc, labels=JOB_LABELS)
@@ -255,6 +263,15 @@ class CostMetrics:
         for ns, pod in sorted(unpriced):
             g.add_metric([ns, pod], 1.0)
         yield g
+        ign = CounterMetricFamily(
+            metrics.DCGM_SERIES_IGNORED_TOTAL.removesuffix("_total"),
+            "dcgm-exporter series an accounting window left out (no pod labels, not a worker pod, no GPU label, "
+            "outside the pod's lifetime), one per series and window",
+            labels=["reason"],
+        )
+        for reason, v in sorted(dcgm_ignored.items()):
+            ign.add_metric([reason], v)
+        yield ign
         runs_fam = CounterMetricFamily(
             metrics.COST_ACCOUNTING_RUNS_TOTAL.removesuffix("_total"), "Accounting runs", labels=["outcome"]
         )

@@ -4,7 +4,8 @@ Pods become :class:`PodInfo` keyed by UID (with CPU and memory requests and thei
 node rank), nodes :class:`NodeInfo` priced from their annotations (or priced on the
 spot when not yet annotated), GPU and CPU-only alike, and the raw samples of the
 sidecar's and cAdvisor's series :class:`PodUsage` per pod UID (see
-:mod:`statictrain.counters` for why raw samples).
+:mod:`statictrain.counters` for why raw samples). GPU utilization comes from the sidecars' series, or from
+dcgm-exporter's (:mod:`statictrain.dcgm`, attributed by namespace and pod name) as the settings say.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from statictrain.cost import (
     below_label,
 )
 from statictrain.counters import Counter, Sample
+from statictrain.dcgm import DcgmSettings, attribute
 from statictrain.money import parse_usd
 from statictrain.pricing import NodeFacts
 from statictrain.promql import Matcher, range_duration, selector
@@ -42,6 +44,7 @@ __all__ = [
     "CADVISOR_MEMORY",
     "COMPLETION_INDEX",
     "COUNTERS",
+    "DCGM_UTIL",
     "EPSILON_S",
     "GIB",
     "HELD",
@@ -50,6 +53,7 @@ __all__ = [
     "TERMINAL",
     "build_usage",
     "counters_missing_prev",
+    "dcgm_utilization",
     "node_info",
     "parse_time",
     "pod_info",
@@ -214,14 +218,26 @@ def _counter_labels(key: str, idle_below: float) -> dict[str, str]:
     return {"below": below_label(idle_below)} if key == "idle" else {}
 
 
+DCGM_UTIL = "dcgm_util"
+"""The key of dcgm-exporter's utilization series among :func:`usage_queries`."""
+_SIDECAR_GPU = ("util", "idle")
+_SIDECARS = DcgmSettings()
+
+
 def usage_queries(
-    window: Window, lookback_s: float, idle_below: float = IDLE_THRESHOLD
+    window: Window, lookback_s: float, idle_below: float = IDLE_THRESHOLD, gpu: DcgmSettings = _SIDECARS
 ) -> dict[str, tuple[str, float]]:
     """key -> (PromQL, evaluation time) of one accounting window: raw samples in ``[start - lookback, end)``;
-    the idle counter counted below ``idle_below``."""
+    the idle counter counted below ``idle_below``. ``gpu.source`` says whose GPU series: the sidecars'
+    (``util``, ``idle``), dcgm-exporter's (``dcgm_util``: every series of the metric, so the ones that
+    cannot be attributed are counted), or both."""
     rng = range_duration(window.seconds + lookback_s)
     at = window.end - EPSILON_S
-    out = {k: (f"{selector(m, _counter_labels(k, idle_below))}[{rng}]", at) for k, m in {**COUNTERS, **HELD}.items()}
+    out = {k: (f"{selector(m, _counter_labels(k, idle_below))}[{rng}]", at) for k, m in {**COUNTERS, **HELD}.items()
+           if gpu.reads_sidecar_gpu or k not in _SIDECAR_GPU}  # fmt: skip
+    if gpu.reads_dcgm:
+        only = {"job": gpu.scrape_job} if gpu.scrape_job else None
+        out[DCGM_UTIL] = (f"{selector(gpu.utilization_metric, only)}[{rng}]", at)
     out["cpu"] = (f"{selector(CADVISOR_CPU, matchers=_REAL_CONTAINER)}[{rng}]", at)
     out["memory"] = (f"{selector(CADVISOR_MEMORY, matchers=_REAL_CONTAINER)}[{rng}]", at)
     return out
@@ -266,6 +282,8 @@ def counters_missing_prev(
     out: dict[str, list[str]] = {}
     a = _ms(window.start)
     for key in COUNTERS:
+        if key not in series:
+            continue  # not read (the sidecars' idle counter when GPU utilization comes from dcgm-exporter)
         with_prev = {s.labels.get("pod_uid", "") for s in series.get(key, ()) if any(_ms(p.t) < a for p in s.samples)}
         missing = [
             uid
@@ -277,16 +295,39 @@ def counters_missing_prev(
     return out
 
 
+def dcgm_utilization(
+    window: Window, series: Iterable[Series], pods: Iterable[PodInfo], settings: DcgmSettings
+) -> tuple[dict[str, dict[str, list[Sample]]], dict[str, int]]:
+    """dcgm-exporter's utilization series as the sidecars' are read: pod UID -> GPU -> ratio samples before
+    the window's end; and per reason (statictrain.dcgm.IGNORED_REASONS) how many series were ignored."""
+    by_name: dict[tuple[str, str], list[PodInfo]] = defaultdict(list)
+    for p in pods:
+        by_name[(p.namespace, p.name)].append(p)
+    out: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
+    ignored: dict[str, int] = defaultdict(int)
+    for s in series:
+        owned, gpu, reason = attribute(s.labels, _held(s.samples, window), by_name, settings,
+                                       settings.utilization_factor)  # fmt: skip
+        if reason:
+            ignored[reason] += 1
+        for uid, samples in owned.items():
+            out[uid][gpu] = sorted([*out[uid][gpu], *samples])  # one GPU, several series (containers)
+    return {uid: dict(g) for uid, g in out.items()}, dict(ignored)
+
+
 def build_usage(
     window: Window,
     series: Mapping[str, Iterable[Series]],
     pod_uids: Mapping[tuple[str, str], str] | None = None,
     prevs: Mapping[str, Mapping[str, float]] | None = None,
+    dcgm_util: Mapping[str, Mapping[str, Sequence[Sample]]] | None = None,
 ) -> dict[str, PodUsage]:
     """Per pod UID usage for ``window`` from the raw series of :func:`usage_queries`.
 
     ``pod_uids`` maps (namespace, pod name) to UID for cAdvisor's series (which carry
-    no UID); ``prevs`` holds, per counter key and :func:`series_key`, a last value found further back.
+    no UID); ``prevs`` holds, per counter key and :func:`series_key`, a last value found further back;
+    ``dcgm_util`` (:func:`dcgm_utilization`) is the GPU utilization of the pods whose
+    sidecars gave none.
     """
     pod_uids = pod_uids or {}
     prevs = prevs or {}
@@ -300,6 +341,9 @@ def build_usage(
         if uid:
             gpu = s.labels.get("gpu_uuid") or s.labels.get("gpu") or "0"
             util[uid][gpu] = sorted([*util[uid][gpu], *_held(s.samples, window)])  # one GPU, several series
+    for uid, per_gpu in (dcgm_util or {}).items():
+        if uid not in util:
+            util[uid] = defaultdict(list, {g: list(v) for g, v in per_gpu.items()})
     for s in series.get("step", ()):
         uid = s.labels.get("pod_uid")
         if uid:

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 from statictrain import envconfig
 from statictrain.carbon import GridIntensity, parse_overrides, shipped_table
 from statictrain.cost import IDLE_THRESHOLD, ResourcePrices
+from statictrain.dcgm import DcgmSettings
 from statictrain.money import parse_usd
 
 from statictrain_operator.cost.live_prices import AZURE_URL
@@ -74,8 +75,12 @@ class CostSettings:
     ``statictrain.io/grid-intensity-gco2e-per-kwh``."""
     enabled: bool = True
     """Run the node price annotator and the accounting loop."""
+    dcgm: DcgmSettings = field(default_factory=DcgmSettings)
+    """Where GPU utilization comes from (the sidecars, dcgm-exporter): ``STATICTRAIN_DCGM_*``."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.dcgm, DcgmSettings):
+            raise ValueError("STATICTRAIN_COST_DCGM is not a setting: use the STATICTRAIN_DCGM_* variables")
         if min(self.interval_s, self.query_step_s, self.max_gap_s, self.max_catchup_s) <= 0:
             raise ValueError(
                 "STATICTRAIN_COST_INTERVAL_S, _QUERY_STEP_S, _MAX_GAP_S and _MAX_CATCHUP_S must be positive"
@@ -120,4 +125,5 @@ class CostSettings:
         """Settings from ``STATICTRAIN_COST_*`` (Prometheus URL: STATICTRAIN_PROMETHEUS_URL, else the part's own
         variable); a bad value raises ValueError naming the variable."""
         env = os.environ if env is None else env
-        return envconfig.fill(cls, ENV_PREFIX, env, {"prometheus_url": envconfig.PROMETHEUS_URL_ENV})
+        filled = envconfig.fill(cls, ENV_PREFIX, env, {"prometheus_url": envconfig.PROMETHEUS_URL_ENV})
+        return replace(filled, dcgm=DcgmSettings.from_env(env))

@@ -93,10 +93,15 @@ def fetch(
     with ThreadPoolExecutor(max_workers=PARALLEL_QUERIES) as pool:
         futures = [pool.submit(call) for _, _, call in calls]
         results: list[list[Series]] = []
-        for done, fut in enumerate(futures, start=1):
-            results.append(fut.result())
-            if progress:
-                progress(done, len(calls), plan[calls[done - 1][0]][1])
+        try:
+            for done, fut in enumerate(futures, start=1):
+                results.append(fut.result())
+                if progress:
+                    progress(done, len(calls), plan[calls[done - 1][0]][1])
+        except BaseException:  # one query failed: the report cannot be made, so the queries not begun are not sent
+            for fut in futures:
+                fut.cancel()
+            raise
     merged: list[dict[tuple[tuple[str, str], ...], list[Sample]]] = [defaultdict(list) for _ in plan]
     for (i, baseline, _), series in zip(calls, results, strict=True):
         for s in series:
