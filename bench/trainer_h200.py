@@ -24,6 +24,55 @@ Results merge into ``--out`` (so phases can run in separate calls) with the
 command, versions and machine. Only measured values are written.
 
     python bench/trainer_h200.py --phase single ddp autotune --out bench/results/trainer_h200.json
+
+``--model gpt2`` (default: examples/gpt2.py, batch 16, keys unprefixed as before) or ``--model
+llama`` (examples/llama.py, 0.89 B, T=2048, batch 8; every key prefixed ``llama_``, e.g.
+``llama_autotuned_mfu``, ``llama_autotuned_over_compiled_default``: the tuner's pick over
+default@batch measured by the tuner itself), so the models' results sit side by side in one file.
+MFU is in bf16 terms (the model's FLOPs over flops.py's 989 TFLOP/s for an H200), FP8 runs too.
+The parity phase adds ``default+fp8`` (tensorwise) where the machine supports float8 training,
+else its one-line reason goes to ``parity.not_run``.
+
+On the H200 device machine (no package index there; Python 3.12, torch 2.11.0+cu130): three
+calls of under 9 minutes each. torchao 0.18.0 (built against torch 2.11) travels as the wheel in
+the worktree's ``.whl/`` (git-ignored: fetch it with ``python3 -m pip download --no-deps
+--only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 -d .whl
+torchao==0.18.0``; torchao-0.18.0-cp310-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl,
+sha256 6540b148…a9feebe, 3.4 MB), carried with ``carry: [".whl"]``; the failure/timeout record lives in
+bench/results/autotune-record/ (commit what comes back, so later calls skip what failed). Each
+call starts with SETUP (all of it is in ``bench/trainer_h200_device.sh``: ``run`` with carry
+``[".whl"]`` and the command ``bash bench/trainer_h200_device.sh llama`` (then ``llama-parity``,
+``gpt2``, ``profile``; ``setup`` checks the install only)::
+
+    { python -m pip install -q --no-index --no-deps --target /tmp/ao .whl/torchao-0.18.0-*.whl ||
+      python -m zipfile -e .whl/torchao-0.18.0-*.whl /tmp/ao; } &&
+    export PYTHONPATH=$PWD/core/src:$PWD/trainer/src:/tmp/ao &&
+    python -c 'import torch, torchao; print(torch.__version__, torchao.__version__)' &&
+    cp bench/results/trainer_h200.json $OUT/ && mkdir -p $OUT/record &&
+    { cp bench/results/autotune-record/*.json $OUT/record/ 2>/dev/null; true; }
+
+then, with COMMON = ``--record-dir $OUT/record --out $OUT/trainer_h200.json --steps 20 --warmup 6``:
+
+1. ``timeout 560 python bench/trainer_h200.py --model llama --phase single autotune
+   --autotune-budget 330 --deadline-s 530 --workdir /tmp/bl COMMON > $OUT/llama.log 2>&1``
+2. ``timeout 560 python bench/trainer_h200.py --model llama --phase parity --parity-steps 100
+   --parity-batch 4 --parity-eager-seeds 2 --workdir /tmp/bl COMMON > $OUT/llama-parity.log 2>&1``
+3. ``timeout 560 python bench/trainer_h200.py --model gpt2 --phase single autotune parity
+   --autotune-budget 330 --deadline-s 510 --workdir /tmp/bg COMMON > $OUT/gpt2.log 2>&1``
+
+each followed by ``cp -r /tmp/b?/autotune-logs $OUT/ 2>/dev/null; tail -40 $OUT/*.log``. After
+each call copy ``trainer_h200.json`` and ``record/*.json`` from the files that come back into
+bench/results/ and bench/results/autotune-record/ (the next call's working tree carries them).
+
+Profiles before and after (issue 28: where the time goes), in the time left of any call, after
+SETUP; each writes ``breakdown.json`` (device time per step by kind of kernel) and ``top.txt``::
+
+    for v in "bf16 false" "fp8 true"; do set -- $v; STATICTRAIN_ENTRYPOINT=statictrain_trainer.examples.llama:build
+      STATICTRAIN_COMPILE_MODE=default STATICTRAIN_PRECISION=bf16 STATICTRAIN_FP8=$2
+      python -m statictrain_trainer.trial --result $OUT/prof-llama-$1.json --steps 12 --warmup 6
+      --profile $OUT/prof-llama-$1 > $OUT/prof-llama-$1.log 2>&1; done
+
+(the same with ``STATICTRAIN_CHUNKED_LOSS=true`` for the chunked loss, and the gpt2 entrypoint).
 """
 
 from __future__ import annotations
@@ -47,7 +96,15 @@ from statictrain import envvars
 from statictrain_trainer import levers
 from statictrain_trainer.autotune import Autotuner, Candidate, FailureRecord, record_key, subprocess_runner
 from statictrain_trainer.bucket_tune import BucketOutcome, pick
-from statictrain_trainer.settings import TrainerSettings
+from statictrain_trainer.flops import peak_tflops
+
+MODELS: dict[str, dict[str, Any]] = {
+    "gpt2": {"entrypoint": "statictrain_trainer.examples.gpt2:build", "prefix": "", "batch": 16, "max_batch": 128},
+    "llama": {"entrypoint": "statictrain_trainer.examples.llama:build", "prefix": "llama_", "batch": 8,
+              "max_batch": 32},
+}  # fmt: skip
+"""--model: its entrypoint, the prefix of its keys in --out (GPT-2's are unprefixed, as before), its
+batch (the tuner's start) and the tuner's largest batch."""
 
 SAFE_NCCL = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 
@@ -120,14 +177,14 @@ def from_process_start(data: dict[str, Any]) -> float:
     return float(before_main + data["workload_build_seconds"] + data["time_to_first_step_seconds"])
 
 
-def shared_cache(work: Path) -> Path:
-    """One compile cache for all phases: the single phase's cold run fills it first, later
-    phases (the tuner's trials, the 1-GPU DDP baseline) find what earlier ones saved."""
-    return work / "shared-compile-cache"
+def shared_cache(work: Path, model: str = "gpt2") -> Path:
+    """One compile cache for all phases of one model: the single phase's cold run fills it first,
+    later phases (the tuner's trials, the 1-GPU DDP baseline) find what earlier ones saved."""
+    return work / ("shared-compile-cache" if model == "gpt2" else f"shared-compile-cache-{model}")
 
 
 def phase_single(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
-    cache = shared_cache(work)
+    cache = shared_cache(work, args.model)
     if cache.exists() and any(cache.iterdir()):
         raise SystemExit(f"{cache} is not empty: the cold run would not be cold")
     eager_env = {
@@ -187,7 +244,7 @@ def phase_ddp(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None
         **base_env(args, work, "ddp"),
         envvars.COMPILE_MODE: "default",
         envvars.BATCH_SIZE: str(args.ddp_batch),
-        envvars.COMPILE_CACHE_DIR: str(shared_cache(work)),
+        envvars.COMPILE_CACHE_DIR: str(shared_cache(work, args.model)),
     }
     one = trial(args, env, work, "ddp_1gpu")
     twos: dict[int, dict[str, Any]] = {}
@@ -210,7 +267,7 @@ def phase_ddp(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None
 
 
 def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) -> None:
-    env = {**base_env(args, work, "autotune"), envvars.COMPILE_CACHE_DIR: str(shared_cache(work))}
+    env = {**base_env(args, work, "autotune"), envvars.COMPILE_CACHE_DIR: str(shared_cache(work, args.model))}
     budget = args.autotune_budget
     if args.deadline_s:
         budget = min(budget, args.deadline_s - (time.perf_counter() - args.started) - 15)
@@ -219,11 +276,11 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
     runner = subprocess_runner(
         env, 0, time.perf_counter, steps=args.steps, warmup=args.warmup, log_dir=work / "autotune-logs"
     )
-    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     workload_name = args.entrypoint
-    support = levers.probe(device, hidden_and_head=True)
-    fp8_notes = levers.resolve(levers_settings(args), support)[1]
+    fp8_why = fp8_unsupported_here(args)
+    fp8_notes = [fp8_why] if fp8_why else []
     tag = torch.cuda.get_device_name(0).replace(" ", "_") if torch.cuda.is_available() else "cpu"
+    record_dir = args.record_dir or work / "autotune-record"
     tuner = Autotuner(
         Candidate("default", args.batch),
         max_batch=args.max_batch,
@@ -231,8 +288,10 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
         runner=runner,
         clock=time.perf_counter,
         gpu=torch.cuda.is_available(),
-        record=FailureRecord(work / "autotune-record", record_key(workload_name, torch.__version__, tag)),
-        fp8_available=not fp8_notes,
+        record=FailureRecord(record_dir, record_key(workload_name, torch.__version__, tag)),
+        fp8_available=fp8_why is None,
+        fp8_reason=fp8_why or "",
+        unit_hint_s=cold_trial_seconds(out),
     )
     t0 = time.perf_counter()
     report = tuner.tune()
@@ -251,21 +310,43 @@ def phase_autotune(args: argparse.Namespace, work: Path, out: dict[str, Any]) ->
     out["autotune_budget_s"] = budget
     out["autotune_seconds"] = spent
     out["autotune_outcomes"] = report.to_json()["outcomes"]
-    out["autotune_notes"] = list(report.notes) + fp8_notes
+    out["autotune_notes"] = list(report.notes) + [n for n in fp8_notes if n not in report.notes]
+    out["autotune_record"] = str(record_dir / FailureRecord.FILE)
     if chosen is not None:
         out["autotuned_tok_s"] = chosen.tokens_per_s
         out["autotuned_mfu"] = chosen.mfu
+        base = Candidate("default", args.batch)
+        default = next((o for o in report.outcomes if o.ok and o.candidate == base), None)
+        default_tok_s = default.tokens_per_s if default is not None else out.get("compiled_tok_s")
+        if default_tok_s:
+            out["autotuned_over_compiled_default"] = chosen.tokens_per_s / default_tok_s
+            out["autotuned_over_compiled_default_basis"] = (
+                f"{base.label} in the tuner" if default is not None else "the single phase's compiled run"
+            )
 
 
-def levers_settings(args: argparse.Namespace) -> TrainerSettings:
-    """Settings with FP8 asked for, to learn whether this machine can run it (and why not)."""
-    return TrainerSettings(entrypoint=args.entrypoint, precision=args.precision, fp8=True)
+def cold_trial_seconds(out: dict[str, Any]) -> float:
+    """Wall seconds of the single phase's cold compiled run of this model (0 when not measured): the
+    tuner's unit of time until its own first cold trial, whose first trial hits the cache that run
+    filled and so cannot measure it (pure)."""
+    cold = (out.get("runs_single") or {}).get("compiled_cold") or {}
+    return float(cold.get("process_wall_seconds") or 0.0)
+
+
+def fp8_unsupported_here(args: argparse.Namespace) -> str | None:
+    """Why this machine cannot run float8 training (tensorwise), or None."""
+    device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    return levers.fp8_unsupported(levers.probe(device, hidden_and_head=True), "tensorwise", args.precision)
 
 
 PARITY_MODES: tuple[tuple[str, dict[str, str]], ...] = (
     ("default", {envvars.COMPILE_MODE: "default"}),
     ("reduce-overhead", {envvars.COMPILE_MODE: "reduce-overhead"}),
 )
+PARITY_FP8: tuple[tuple[str, dict[str, str]], ...] = (
+    ("default+fp8", {envvars.COMPILE_MODE: "default", envvars.FP8: "true", envvars.FP8_RECIPE: "tensorwise"}),
+)
+"""Run too where this machine supports float8 training (else its reason goes to parity.not_run)."""
 
 
 def parity_verdict(eager: dict[str, float], options: dict[str, float]) -> dict[str, Any]:
@@ -293,8 +374,10 @@ def phase_parity(args: argparse.Namespace, work: Path, out: dict[str, Any], gpu:
     eager_runs = [(f"eager_seed{i}", {envvars.COMPILE_MODE: "none", envvars.SEED: str(i)})
                   for i in range(args.parity_eager_seeds)]  # fmt: skip
     eager_runs.append(("eager_seed0_again", {envvars.COMPILE_MODE: "none", envvars.SEED: "0"}))
+    fp8_why = fp8_unsupported_here(args)
+    modes = (*PARITY_MODES, *(() if fp8_why else PARITY_FP8))
     runs: dict[str, dict[str, Any]] = {}
-    for name, over in (*eager_runs, *PARITY_MODES):
+    for name, over in (*eager_runs, *modes):
         env = {
             **base_env(args, work, f"parity-{name}"),
             envvars.ENTRYPOINT: entry,
@@ -310,7 +393,7 @@ def phase_parity(args: argparse.Namespace, work: Path, out: dict[str, Any], gpu:
         return float(sum(r["losses"][-tail:])) / tail
 
     eager = {n: final(runs[n]) for n, _ in eager_runs}
-    options = {n: final(runs[n]) for n, _ in PARITY_MODES}
+    options = {n: final(runs[n]) for n, _ in modes}
     out["parity"] = {
         "workload": entry,
         "steps": args.parity_steps,
@@ -318,7 +401,21 @@ def phase_parity(args: argparse.Namespace, work: Path, out: dict[str, Any], gpu:
         "loss_first": runs["eager_seed0"]["losses"][0],
         "final_loss_mean_of_last_steps": tail,
         **parity_verdict(eager, options),
+        "not_run": {n: fp8_why for n, _ in PARITY_FP8} if fp8_why else {},
+        "fp8_ran_as_fp8": {n: runs[n]["levers"]["fp8"] for n, _ in modes if "fp8" in n},
     }
+
+
+def unprefixed(whole: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """One model's keys without their prefix (GPT-2's prefix is empty: all of them) (pure)."""
+    if not prefix:
+        return whole
+    return {k.removeprefix(prefix): v for k, v in whole.items() if k.startswith(prefix)}
+
+
+def prefixed(part: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """One model's keys under its prefix, e.g. llama_autotuned_mfu (pure)."""
+    return {prefix + k: v for k, v in part.items()}
 
 
 def machine() -> dict[str, Any]:
@@ -346,12 +443,25 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--phase", nargs="+", choices=["single", "ddp", "autotune", "parity"], required=True)
     p.add_argument("--out", type=Path, required=True, help="JSON to merge results into")
-    p.add_argument("--entrypoint", default="statictrain_trainer.examples.gpt2:build")
+    p.add_argument("--model", choices=sorted(MODELS), default="gpt2", help="which example model (key prefix in --out)")
+    p.add_argument("--entrypoint", default="", help="default: the model's build")
     p.add_argument("--precision", default="bf16")
-    p.add_argument("--batch", type=int, default=16, help="per-GPU batch of eager/compiled and the tuner's start")
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        help="per-GPU batch of eager/compiled and the tuner's start (default: the model's, 16 for gpt2, 8 for llama)",
+    )
     p.add_argument("--ddp-batch", type=int, default=32)
     p.add_argument("--ddp-buckets", type=int, nargs="+", default=[25, 100], help="bucket sizes (MB) to measure")
-    p.add_argument("--max-batch", type=int, default=128)
+    p.add_argument("--max-batch", type=int, default=0, help="the tuner's largest batch (default: the model's)")
+    p.add_argument(
+        "--record-dir",
+        type=Path,
+        default=None,
+        help="the tuner's failure/timeout record (autotune-failures.json), kept across calls; "
+        "default: <workdir>/autotune-record",
+    )
     p.add_argument("--steps", type=int, default=25)
     p.add_argument("--warmup", type=int, default=8)
     p.add_argument("--autotune-budget", type=float, default=300.0)
@@ -364,8 +474,14 @@ def main() -> int:
     p.add_argument("--parity-entrypoint", default="", help="default: the entrypoint's module, function build_chain")
     p.add_argument("--workdir", type=Path, default=None, help="keep trial logs here (default: a temp dir)")
     args = p.parse_args()
+    model = MODELS[args.model]
+    args.entrypoint = args.entrypoint or model["entrypoint"]
+    args.batch = args.batch or model["batch"]
+    args.max_batch = args.max_batch or model["max_batch"]
+    prefix: str = model["prefix"]
     args.started = time.perf_counter()
-    out: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    whole: dict[str, Any] = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    out = unprefixed(whole, prefix)  # this model's keys; written back under its prefix
     work = args.workdir or Path(tempfile.mkdtemp(prefix="trainer-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     phases = {"single": phase_single, "ddp": phase_ddp, "autotune": phase_autotune, "parity": phase_parity}
@@ -405,13 +521,17 @@ def main() -> int:
         out.setdefault("machines", {})[name] = machine()
         out["entrypoint"] = args.entrypoint
         out["precision"] = args.precision
-        out["peak_tflops_for_mfu"] = 989.0 if torch.cuda.is_available() else args.peak_tflops
+        out["model"] = args.model
+        gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+        out["peak_tflops_for_mfu"] = peak_tflops(gpu_name, args.precision, args.peak_tflops)
         out["measured_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        whole.update(prefixed(out, prefix))
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=1, allow_nan=True, default=str) + "\n")
+        args.out.write_text(json.dumps(whole, indent=1, allow_nan=True, default=str) + "\n")
     summary = {k: out.get(k) for k in (
         "eager_tok_s", "compiled_tok_s", "compiled_over_eager", "autotuned_tok_s", "autotuned_mfu",
-        "autotuned_choice", "first_step_cold_s", "first_step_warm_s", "warm_over_cold",
+        "autotuned_choice", "autotuned_over_compiled_default", "first_step_cold_s", "first_step_warm_s",
+        "warm_over_cold",
         "ddp2_scaling_efficiency", "ddp_bucket_cap_mb", "parity", "torch", "gpu",
     )}  # fmt: skip
     print(json.dumps(summary, indent=1, default=lambda v: None if isinstance(v, float) and math.isnan(v) else v))

@@ -43,6 +43,7 @@ ATTENTION = "STATICTRAIN_ATTENTION"  # auto | cudnn | flash: SDPA backend tried 
 CHUNKED_LOSS = "STATICTRAIN_CHUNKED_LOSS"  # "true" | "false": fused chunked linear + cross-entropy
 COMPILE_OPTIMIZER = "STATICTRAIN_COMPILE_OPTIMIZER"  # "true" | "false": torch.compile the AdamW step
 FP8 = "STATICTRAIN_FP8"  # "true" | "false": torchao float8 training on Hopper or newer
+FP8_RECIPE = "STATICTRAIN_FP8_RECIPE"  # tensorwise | rowwise: torchao float8 scaling recipe
 AUTOTUNE_RECORD_DIR = "STATICTRAIN_AUTOTUNE_RECORD_DIR"  # failed/timed-out candidates kept here
 
 # trainer -> sidecar channel (a directory on a shared emptyDir)

@@ -12,6 +12,7 @@ from statictrain_trainer.autotune import (
     Outcome,
     choose,
     doubling,
+    dropped_lever,
     error_from_stderr,
     skip_reason,
 )
@@ -208,7 +209,8 @@ def test_levers_by_prior_gain_and_explained() -> None:
     runner, calls = fake_runner(clock, lambda c: 100.0 + (10.0 if c.fp8 else 0.0))
     report = Autotuner(Candidate("default", 8), max_batch=8, budget_s=10_000, runner=runner, clock=clock, gpu=True,
                        fp8_available=True).tune()  # fmt: skip
-    assert calls[-1] == "default@8+fp8"
+    assert calls[1] == "default@8+fp8"  # the highest prior gain first
+    assert calls[2] == "max-autotune@8+fp8"  # modes on top of the best so far
     assert report.chosen == Candidate("default", 8, fp8=True)
     assert "not tried: compile_optimizer: measured -0.3%" in report.reason
     assert "chunked_loss: measured -4.0%" in report.reason
@@ -218,6 +220,64 @@ def test_levers_by_prior_gain_and_explained() -> None:
                         gpu=True).tune()  # fmt: skip
     assert "fp8: needs compute capability >= 8.9 and torchao" in report2.reason
     assert Candidate("default", 8, fp8=True).env()["STATICTRAIN_FP8"] == "true"
+
+
+def test_fp8_is_kept_only_where_it_pays_and_rowwise_is_listed_as_not_tried() -> None:
+    def tune(fp8_gain: float) -> tuple[Candidate, str, list[str]]:
+        clock = FakeClock()
+        runner, calls = fake_runner(clock, lambda c: 100.0 * (fp8_gain if c.fp8 else 1.0))
+        report = Autotuner(Candidate("default", 8), max_batch=8, budget_s=10_000, runner=runner, clock=clock,
+                           gpu=True, fp8_available=True).tune()  # fmt: skip
+        return report.chosen, report.reason, calls
+
+    chosen, reason, calls = tune(1.2)
+    assert chosen == Candidate("default", 8, fp8=True) and "default@8+fp8" in calls
+    assert "fp8_rowwise: measured -2.6%" in reason and "default@8+fp8_rowwise" not in calls
+    chosen, reason, calls = tune(1.01)  # faster, but within MIN_GAIN: noise, not a gain
+    assert "default@8+fp8" in calls
+    assert not chosen.fp8 and "fp8: 1.010x" in reason and "not kept" in reason
+
+
+def test_fp8_unavailable_reason_is_the_one_given() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 1.0)
+    why = "fp8 skipped: torchao is not installed in this image"
+    report = Autotuner(Candidate("default", 8), max_batch=8, budget_s=10_000, runner=runner, clock=clock, gpu=True,
+                       fp8_reason=why).tune()  # fmt: skip
+    assert why in report.reason and not any("fp8" in c for c in calls)
+    rowwise = Candidate("default", 8, fp8=True, fp8_recipe="rowwise")
+    assert rowwise.label == "default@8+fp8_rowwise" and rowwise.env()["STATICTRAIN_FP8_RECIPE"] == "rowwise"
+
+
+def test_a_lever_the_trial_switched_off_is_a_skip_not_a_measurement() -> None:
+    c = Candidate("default", 8, fp8=True)
+    note = "fp8 skipped: needs a CUDA GPU of compute capability >= 8.9 (tensorwise scaling), have (0, 0)"
+    assert dropped_lever(c, {"levers": {"fp8": False}, "notes": [note]}) == note
+    assert dropped_lever(c, {"levers": {"fp8": True}, "notes": []}) is None
+    assert dropped_lever(Candidate("default", 8), {"levers": {"fp8": False}}) is None
+    assert "switched off" in str(dropped_lever(Candidate("default", 8, chunked_loss=True), {"levers": {}}))
+
+
+def test_under_a_tight_budget_fp8_is_measured_before_the_modes_and_what_cannot_fit_never_starts() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 120.0 if c.fp8 else 100.0, seconds_each=40.0)
+    report = Autotuner(Candidate("default", 16), max_batch=16, budget_s=150, runner=runner, clock=clock, gpu=True,
+                       fp8_available=True).tune()  # fmt: skip
+    assert calls == ["default@16", "default@16+fp8", "reduce-overhead@16+fp8"]
+    errors = {o.candidate.label: o.error for o in report.outcomes}
+    assert errors["max-autotune@16+fp8"].startswith("skipped: needs about 286 s, 70 s of the budget left")
+    assert report.chosen.fp8
+
+
+def test_a_unit_hint_sizes_limits_until_the_first_cold_trial_measures_it() -> None:
+    clock = FakeClock()
+    runner, calls = fake_runner(clock, lambda c: 100.0, seconds_each=40.0)
+    report = Autotuner(Candidate("default", 16), max_batch=16, budget_s=150, runner=runner, clock=clock, gpu=True,
+                       unit_hint_s=20.0).tune()  # fmt: skip
+    limits = {o.candidate.label: o.limit_s for o in report.outcomes if o.limit_s}
+    assert limits["default@16"] == 2.0 * 20.0  # from the hint, not the whole budget
+    assert limits["reduce-overhead@16"] == 2.0 * 1.1 * 40.0  # the measured cold trial replaced it
+    assert calls == ["default@16", "reduce-overhead@16"]
 
 
 @pytest.mark.parametrize("limit", ["abc", float("nan"), float("inf"), 10**400, -5, True, None, [1]])

@@ -60,6 +60,11 @@ def test_all_fields_read() -> None:
             {**BASE, envvars.COMPILE_MODE: "fast"}, "STATICTRAIN_COMPILE_MODE='fast' is not one of", id="mode"
         ),
         pytest.param({**BASE, envvars.PRECISION: "fp8"}, "STATICTRAIN_PRECISION='fp8' is not one of", id="precision"),
+        pytest.param(
+            {**BASE, envvars.FP8_RECIPE: "blockwise"},
+            "STATICTRAIN_FP8_RECIPE='blockwise' is not one of tensorwise, rowwise",
+            id="fp8-recipe",
+        ),
         pytest.param({**BASE, envvars.MAX_STEPS: "ten"}, "STATICTRAIN_MAX_STEPS='ten' is not an integer", id="int"),
         pytest.param({**BASE, envvars.MAX_STEPS: "0"}, "STATICTRAIN_MAX_STEPS=0 must be >= 1", id="min"),
         pytest.param({**BASE, envvars.COMPILE_FULLGRAPH: "maybe"}, "is not a boolean", id="bool"),

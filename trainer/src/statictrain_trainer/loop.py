@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import statistics
@@ -136,6 +137,7 @@ def graph_settings(settings: TrainerSettings, batch_size: int) -> dict[str, obje
         "chunked_loss": settings.chunked_loss,
         "compile_optimizer": settings.compile_optimizer,
         "fp8": settings.fp8,
+        "fp8_recipe": settings.fp8_recipe if settings.fp8 else "",
     }
 
 
@@ -197,7 +199,11 @@ class Trainer:
         self.batch_size = settings.batch_size or workload.batch_size
         self.model = workload.model.to(device)
         if settings.fp8:
-            self.model = levers.to_fp8(self.model)
+            self.model, fp8_note = levers.apply_fp8(self.model, settings.fp8_recipe)
+            if fp8_note is not None:
+                self.notes.append(fp8_note)
+                settings = dataclasses.replace(settings, fp8=False)
+                self.settings = settings
         self._lap("model_to_device")
         self.optimizer = adamw(
             self.model, workload.learning_rate, workload.weight_decay, device, fused=not settings.compile_optimizer

@@ -53,7 +53,7 @@ def _autotune(
     report_json: dict[str, object] = {}
     if ctx.is_main:
         support = levers.probe(ctx.device, workload.hidden_and_head is not None)
-        fp8_ok = not levers.resolve(dataclasses.replace(settings, fp8=True), support)[1]
+        fp8_why = levers.fp8_unsupported(support, "tensorwise", settings.precision)
         report = tune_settings(
             settings,
             workload_batch=workload.batch_size,
@@ -62,7 +62,8 @@ def _autotune(
             clock=time.perf_counter,
             stop=stop,
             record_key=record_key(workload.name, torch.__version__, device_tag(ctx.device)),
-            fp8_available=fp8_ok,
+            fp8_available=fp8_why is None,
+            fp8_reason=fp8_why or "",
         )
         log.info("autotune: %s", report.reason)
         report_json = report.to_json()
@@ -78,6 +79,7 @@ def _autotune(
         chunked_loss=picked.chunked_loss,
         compile_optimizer=picked.compile_optimizer,
         fp8=picked.fp8,
+        fp8_recipe=picked.fp8_recipe,
     )
     if ctx.distributed:
         left = settings.autotune_budget_s - (time.perf_counter() - t0)

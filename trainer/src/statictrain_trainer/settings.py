@@ -29,6 +29,8 @@ COMPILE_MODES: tuple[CompileMode, ...] = (
 PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16", "fp16")
 Attention = Literal["auto", "cudnn", "flash"]
 ATTENTIONS: tuple[Attention, ...] = ("auto", "cudnn", "flash")
+Fp8Recipe = Literal["tensorwise", "rowwise"]
+FP8_RECIPES: tuple[Fp8Recipe, ...] = ("tensorwise", "rowwise")
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,8 @@ class TrainerSettings:
     fp8: bool = False
     """torchao float8 training of the Linear layers (compute capability >= 8.9 with torchao
     installed; skipped with a note otherwise)."""
+    fp8_recipe: Fp8Recipe = "tensorwise"
+    """torchao's float8 scaling: one scale per tensor, or per row (rowwise needs compute capability 9.0)."""
     bucket_cap_mb: int = 25
     """DDP gradient bucket size in MiB."""
     grad_accum_steps: int = 1
@@ -181,6 +185,7 @@ def settings_from_env(env: Mapping[str, str]) -> TrainerSettings:
         chunked_loss=_bool(env, envvars.CHUNKED_LOSS, False),
         compile_optimizer=_bool(env, envvars.COMPILE_OPTIMIZER, False),
         fp8=_bool(env, envvars.FP8, False),
+        fp8_recipe=cast(Fp8Recipe, _choice(env, envvars.FP8_RECIPE, "tensorwise", FP8_RECIPES)),
         bucket_cap_mb=_int(env, envvars.BUCKET_CAP_MB, 25, 1),
         grad_accum_steps=_int(env, envvars.GRAD_ACCUM_STEPS, 1, 1),
         max_steps=_int(env, envvars.MAX_STEPS, 0, 1),

@@ -91,6 +91,7 @@ def run_trial(settings: TrainerSettings, steps: int, warmup: int, profile_dir: P
                 "chunked_loss": trainer.settings.chunked_loss,
                 "compile_optimizer": trainer.settings.compile_optimizer,
                 "fp8": trainer.settings.fp8,
+                "fp8_recipe": trainer.settings.fp8_recipe,
             },
             "workload_build_seconds": t_built - t_main,
             "batch_size": trainer.batch_size,

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One device call of bench/trainer_h200.py (see its docstring): SETUP, then the named call.
+#   bash bench/trainer_h200_device.sh setup | llama | llama-parity | gpt2 | profile   (setup: only SETUP, a check)
+# Needs the torchao wheel in .whl/ (carry: [".whl"]); writes everything under $OUT.
+set -uo pipefail
+call=${1:?usage: bench/trainer_h200_device.sh llama|llama-parity|gpt2|profile}
+: "${OUT:?OUT must be set (the device machine sets it)}"
+case $call in setup|llama|llama-parity|gpt2|profile) ;; *) echo "unknown call $call: llama, llama-parity, gpt2 or profile" >&2; exit 2 ;; esac
+wheel=$(ls .whl/torchao-0.18.0-*.whl 2>/dev/null | head -1)
+[ -n "$wheel" ] || { echo "no .whl/torchao-0.18.0-*.whl: run with carry [\".whl\"]" >&2; exit 2; }
+python -m pip install -q --no-index --no-deps --target /tmp/ao "$wheel" || python -m zipfile -e "$wheel" /tmp/ao
+export PYTHONPATH=$PWD/core/src:$PWD/trainer/src:/tmp/ao
+python -c 'import torch, torchao; print("torch", torch.__version__, "torchao", torchao.__version__)' || exit 2
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+mkdir -p "$OUT" && cp bench/results/trainer_h200.json "$OUT/" 2>/dev/null
+mkdir -p "$OUT/record"
+cp bench/results/autotune-record/*.json "$OUT/record/" 2>/dev/null
+common=(--record-dir "$OUT/record" --out "$OUT/trainer_h200.json" --steps 20 --warmup 6)
+bench() { timeout 560 python bench/trainer_h200.py "$@" "${common[@]}"; }
+case $call in
+  setup) echo "setup only" ;;
+  llama) bench --model llama --phase single autotune --autotune-budget 330 --deadline-s 530 --workdir /tmp/bl \
+           > "$OUT/llama.log" 2>&1 ;;
+  llama-parity) bench --model llama --phase parity --parity-steps 100 --parity-batch 4 --parity-eager-seeds 2 \
+           --workdir /tmp/bl > "$OUT/llama-parity.log" 2>&1 ;;
+  gpt2) bench --model gpt2 --phase single autotune parity --autotune-budget 330 --deadline-s 510 --workdir /tmp/bg \
+           > "$OUT/gpt2.log" 2>&1 ;;
+  profile)
+    for v in "llama bf16 false" "llama fp8 true" "gpt2 bf16 false" "gpt2 fp8 true"; do
+      set -- $v
+      STATICTRAIN_ENTRYPOINT=statictrain_trainer.examples.$1:build STATICTRAIN_COMPILE_MODE=default \
+      STATICTRAIN_PRECISION=bf16 STATICTRAIN_FP8=$3 timeout 130 python -m statictrain_trainer.trial \
+        --result "$OUT/prof-$1-$2.json" --steps 12 --warmup 6 --profile "$OUT/prof-$1-$2" > "$OUT/prof-$1-$2.log" 2>&1
+      echo "profile $1 $2: exit $?"
+    done ;;
+esac
+rc=$?
+for d in /tmp/bl /tmp/bg; do [ -d "$d/autotune-logs" ] && cp -r "$d/autotune-logs" "$OUT/autotune-logs-$(basename "$d")"; done
+tail -40 "$OUT"/*.log
+exit $rc
