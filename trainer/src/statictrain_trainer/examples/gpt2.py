@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
 from ..workload import Workload
-from .random_data import chain_tokens, random_tokens_fast
+from .lm import token_workload
 
 
 @dataclass(frozen=True)
@@ -104,10 +104,6 @@ def hidden_and_head(model: nn.Module, idx: torch.Tensor) -> tuple[torch.Tensor, 
     return model.features(idx), model.lm_head.weight
 
 
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Next-token cross entropy."""
-    return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
-
 
 def flops_per_token(model: GPT) -> float:
     """Training FLOPs per token: 6N (N without position embeddings) + 12·L·d·T (PaLM appendix B)."""
@@ -119,22 +115,16 @@ def flops_per_token(model: GPT) -> float:
 def workload(cfg: GPTConfig, batch_size: int, name: str, learnable: bool = False) -> Workload:
     """A Workload for a GPT of this shape on random tokens (or learnable chains, see chain_tokens)."""
     model = GPT(cfg)
-    make = chain_tokens if learnable else random_tokens_fast
-
-    def batch(start: int, count: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return make(start, count, cfg.block_size, cfg.vocab_size)
-
-    return Workload(
-        model=model,
-        batch=batch,
-        loss=lm_loss,
+    return token_workload(
+        model,
+        block_size=cfg.block_size,
+        vocab_size=cfg.vocab_size,
         batch_size=batch_size,
-        tokens_per_sample=cfg.block_size,
-        flops_per_sample=flops_per_token(model) * cfg.block_size,
-        learning_rate=6e-4,
-        weight_decay=0.1,
-        max_batch_size=128,
         name=name,
+        learnable=learnable,
+        flops_per_token=flops_per_token(model),
+        learning_rate=6e-4,
+        max_batch_size=128,
         hidden_and_head=hidden_and_head,
     )
 
