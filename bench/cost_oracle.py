@@ -552,7 +552,7 @@ def run(cluster: LocalCluster, workdir: Path) -> dict[str, Any]:
     ns_a, ns_b = f"oracle-a-{rid}", f"oracle-b-{rid}"
     wait_for_no_worker_pods(sc)
     sc.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    crds_established(sc.kubectl, [f"{labels.PLURAL}.{labels.GROUP}"])
+    crds_established(cluster.kubectl, [f"{labels.PLURAL}.{labels.GROUP}"])
     for ns in (ns_a, ns_b):
         sc.kubectl("create", "namespace", ns)
     # nodes: a spot GPU node of our own (deleted mid-scenario), a CPU node; every node gets a price
