@@ -79,7 +79,7 @@ test-unit: $(STAMP) ## Run the unit tests only (no cluster)
 
 lint: $(STAMP) ## ruff, mypy, the import-layer contracts, no import cycle, and the chart's checkers (helm lint, kubeconform, checkov)
 	$(BIN)/ruff check .
-	$(BIN)/mypy core/src cluster/src sidecar/src extender/src operator/src trainer/src
+	$(BIN)/mypy core/src cluster/src sidecar/src extender/src operator/src trainer/src bench
 	$(BIN)/lint-imports
 	$(BIN)/python -m statictrain_localcluster.importcycles
 	$(BIN)/python -m statictrain_localcluster.chartlint

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def create(name: str) -> None:
         try:
-            batch.create_namespaced_job(ns, worker_job(name), _preload_content=False)
+            batch.create_namespaced_job(ns, worker_job(name), _preload_content=False)  # type: ignore[arg-type]  # a dict body is sent as is
         except client.ApiException as e:
             if e.status != 409:
                 print(f"{name}: {e.status} {e.reason}", file=sys.stderr)

@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
+
+
+class Kubectl(Protocol):
+    """What ``crds_established`` calls: ``LocalCluster.kubectl`` and the bench clusters' own."""
+
+    def __call__(self, *args: str, check: bool = ...) -> subprocess.CompletedProcess[str]: ...
 
 
 def eventually(check: Callable[[], Any], timeout: float = 90.0, what: str = "", interval: float = 0.5) -> Any:
@@ -22,7 +29,7 @@ def eventually(check: Callable[[], Any], timeout: float = 90.0, what: str = "", 
         time.sleep(interval)
 
 
-def crds_established(kubectl: Callable[..., Any], names: list[str], timeout: float = 60.0) -> None:
+def crds_established(kubectl: Kubectl, names: list[str], timeout: float = 60.0) -> None:
     """Poll until every CustomResourceDefinition in ``names`` is Established. (``kubectl wait
     --for=condition=Established`` fails at once, instead of waiting, on a CRD just created whose status
     has no conditions yet: "accessor error: <nil> is of the type <nil>".)"""
@@ -34,8 +41,10 @@ def crds_established(kubectl: Callable[..., Any], names: list[str], timeout: flo
         doc = json.loads(out.stdout)
         items = doc.get("items", [doc])
         return len(items) == len(names) and all(
-            any(c.get("type") == "Established" and c.get("status") == "True"
-                for c in (item.get("status") or {}).get("conditions") or [])
+            any(
+                c.get("type") == "Established" and c.get("status") == "True"
+                for c in (item.get("status") or {}).get("conditions") or []
+            )
             for item in items
         )
 
