@@ -451,9 +451,9 @@ def main(argv: list[str] | None = None) -> int:
         for n, both in together.items():
             result[f"together_{n}"] = both
         for n, both in floor.items():
-            alone: dict[str, Any] | None = next((r for r in runs if r["jobs"] == n), None)
-            if alone is not None:  # the operator alone (the plain run of that size) over the floor alone
-                both["ratio_operator_alone_over_floor_alone"] = ratios(alone, both["floor_alone"])
+            plain: dict[str, Any] | None = next((r for r in runs if r["jobs"] == n), None)
+            if plain is not None:  # the operator alone (the plain run of that size) over the floor alone
+                both["ratio_operator_alone_over_floor_alone"] = ratios(plain, both["floor_alone"])
             result[f"floor_{n}"] = both
         result.update(
             {
