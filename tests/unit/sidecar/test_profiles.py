@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -203,9 +204,12 @@ def test_a_capture_nested_deeper_than_the_stack_neither_breaks_listing_nor_house
             fd = inner
     finally:
         os.close(fd)
-    listed = {p.id: p for p in profiles.listing()}
-    assert listed["p1"].files == ("trace.json",)
-    profiles.housekeep()
+    try:
+        listed = {p.id: p for p in profiles.listing()}
+        assert listed["p1"].files == ("trace.json",)
+        profiles.housekeep()
+    finally:  # pytest's own tmp-path cleanup recurses per level too: it failed on this tree and left it behind
+        subprocess.run(["rm", "-rf", str(tmp_path / PROFILES_DIR / "p1" / "d")], check=True, timeout=120)
 
 
 def test_listing_looks_at_a_bounded_number_of_entries_in_all(
