@@ -29,7 +29,7 @@ RUN python -m venv /opt/venv
 
 FROM build AS build-operator
 COPY operator/ operator/
-RUN /opt/venv/bin/pip install --no-cache-dir ./core ./operator
+RUN /opt/venv/bin/pip install --no-cache-dir ./core "./operator[runtime]"
 
 FROM build AS build-sidecar
 COPY sidecar/ sidecar/

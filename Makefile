@@ -10,7 +10,7 @@ SHELL := bash
 PY ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-DISTS := core cluster sidecar extender operator trainer
+DISTS := core cluster sidecar extender operator cli trainer
 STAMP := $(VENV)/.installed-$(shell cat requirements-dev.txt $(addsuffix /pyproject.toml,$(DISTS)) | sha256sum | cut -c1-12)
 PYTEST_ARGS ?=
 
@@ -44,7 +44,7 @@ $(STAMP): requirements-dev.txt $(addsuffix /pyproject.toml,$(DISTS))
 	@command -v $(PY) >/dev/null || { echo "$(PY) not found: install Python 3.11 (or run make PY=python3.X)" >&2; exit 1; }
 	[ -x $(BIN)/python ] || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q -U pip
-	$(BIN)/pip install -q -r requirements-dev.txt $(addprefix -e ,$(DISTS))
+	$(BIN)/pip install -q -r requirements-dev.txt $(addprefix -e ,$(patsubst operator,operator[runtime],$(DISTS)))
 	rm -f $(VENV)/.installed-* && touch $@
 
 dev: $(STAMP) ## Create .venv with every distribution installed editable
@@ -79,7 +79,7 @@ test-unit: $(STAMP) ## Run the unit tests only (no cluster)
 
 lint: $(STAMP) ## ruff, mypy, the import-layer contracts, no import cycle, and the chart's checkers (helm lint, kubeconform, checkov)
 	$(BIN)/ruff check .
-	$(BIN)/mypy core/src cluster/src sidecar/src extender/src operator/src trainer/src bench
+	$(BIN)/mypy core/src cluster/src sidecar/src extender/src operator/src cli/src trainer/src bench
 	$(BIN)/lint-imports
 	$(BIN)/python -m statictrain_localcluster.importcycles
 	$(BIN)/python -m statictrain_localcluster.chartlint

@@ -49,13 +49,13 @@ from prometheus_client import CollectorRegistry, start_http_server
 from statictrain import labels, metrics
 from statictrain.pricing import NodeFacts, parse_catalog, price_node, shipped_catalog_text
 from statictrain.promql import range_duration
+from statictrain_cli.report.fetch import fetch
+from statictrain_cli.report.model import EmptyWindowError, ReportWindow, build_report
+from statictrain_cli.report.text import to_json
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.exporter import CostMetrics
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.prom import HttpPrometheus, Series
-from statictrain_operator.report.fetch import fetch
-from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report
-from statictrain_operator.report.text import to_json
 
 ROOT = Path(__file__).resolve().parents[1]
 NODE_TYPES = [

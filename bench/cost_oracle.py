@@ -84,10 +84,14 @@ import yaml
 from prometheus_client import CollectorRegistry, start_http_server
 from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
+from statictrain_cli.main import build_parser, run_report
+from statictrain_cli.report.fetch import fetch
+from statictrain_cli.report.focus import to_focus
+from statictrain_cli.report.model import GroupBy, ReportWindow, build_report
+from statictrain_cli.report.text import to_json
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.nodepool import GPU, Pool, node_manifests
 from statictrain_localcluster.waiting import crds_established
-from statictrain_operator.cli import build_parser, run_report
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.cluster import ClusterCost
 from statictrain_operator.cost.exporter import CostMetrics
@@ -97,10 +101,6 @@ from statictrain_operator.kube.blocking import LoopThread
 from statictrain_operator.kube.http import HttpKube
 from statictrain_operator.kube.port import STJ
 from statictrain_operator.prom import HttpPrometheus
-from statictrain_operator.report.fetch import fetch
-from statictrain_operator.report.focus import to_focus
-from statictrain_operator.report.model import GroupBy, ReportWindow, build_report
-from statictrain_operator.report.text import to_json
 
 ROOT = Path(__file__).resolve().parents[1]
 CRD = ROOT / "crds" / "statictrain.io_statictrainingjobs.yaml"

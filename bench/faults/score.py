@@ -21,8 +21,8 @@ import time
 from importlib import metadata
 from pathlib import Path
 
+from statictrain_cli import replay as replay_cli
 from statictrain_operator.anomaly import replay as rp
-from statictrain_operator.anomaly import replay_cli
 
 
 def main() -> int:

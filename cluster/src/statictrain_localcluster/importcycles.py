@@ -24,6 +24,7 @@ __all__ = ["PROJECT_PACKAGES", "GraphError", "cycle_through", "find_cycles", "im
 PROJECT_PACKAGES = (
     "statictrain",
     "statictrain_operator",
+    "statictrain_cli",
     "statictrain_sidecar",
     "statictrain_trainer",
     "statictrain_extender",

@@ -2,7 +2,7 @@
 
 Inputs are per-commit figures (:class:`CommitFigures`), built from an exported
 report JSON (``statictrain report --by commit --format json``) or from
-Prometheus (``gate_cli``). The verdict fails when a figure got worse by more
+Prometheus (``statictrain_cli.gate``). The verdict fails when a figure got worse by more
 than the allowed fraction, and when either commit has no runs: a gate never
 passes for lack of data. A figure that is missing or not finite (NaN, an
 infinity, a negative cost, a sum that overflowed) gives no verdict at all

@@ -12,7 +12,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import kopf
+try:
+    import kopf
+except ModuleNotFoundError as missing:  # the library modules install without it; the process cannot run so
+    raise SystemExit("statictrain-operator: kopf is missing: pip install 'statictrain-operator[runtime]'") from missing
 import prometheus_client
 from statictrain import labels, redact
 

@@ -371,7 +371,7 @@ def test_report_over_two_namespaces_and_three_commits_adds_up_to_node_cost(
         base = [
             sys.executable,
             "-m",
-            "statictrain_operator.cli",
+            "statictrain_cli.main",
             "report",
             "--from",
             start.isoformat(),
@@ -436,7 +436,7 @@ def test_report_errors_are_clear(cluster: LocalCluster) -> None:
     base = [
         sys.executable,
         "-m",
-        "statictrain_operator.cli",
+        "statictrain_cli.main",
         "report",
         "--no-progress",
         "--from",
@@ -632,7 +632,7 @@ def test_report_rerun_for_a_closed_window_is_byte_identical_after_later_data(
     def report(start: datetime, end: datetime, fmt: str) -> str:
         return subprocess.run(
             [
-                sys.executable, "-m", "statictrain_operator.cli", "report",
+                sys.executable, "-m", "statictrain_cli.main", "report",
                 "--from", start.isoformat(), "--to", end.isoformat(),
                 "--prometheus-url", cluster.prometheus_url, "--no-progress",
                 "--namespace", namespace, "--format", fmt, "--buckets", "6",
@@ -780,7 +780,7 @@ def test_prometheus_restart_scrape_gap_and_counter_resets_give_no_negative_cost_
                 end = datetime.now(UTC).replace(microsecond=0)
         out = subprocess.run(
             [
-                sys.executable, "-m", "statictrain_operator.cli", "report", "--from", start.isoformat(),
+                sys.executable, "-m", "statictrain_cli.main", "report", "--from", start.isoformat(),
                 "--to", end.isoformat(), "--prometheus-url", url, "--no-progress", "--format", "json",
                 "--buckets", "12", "--namespace", namespace,
             ],

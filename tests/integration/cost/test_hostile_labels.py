@@ -18,13 +18,13 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge
 from statictrain import metrics
 from statictrain.promql import selector
+from statictrain_cli.report.fetch import job_filters
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.waiting import eventually
 from statictrain_operator.anomaly import faults
 from statictrain_operator.anomaly import findings as f
 from statictrain_operator.anomaly.queries import fault_queries, job_queries
 from statictrain_operator.prom import HttpPrometheus
-from statictrain_operator.report.fetch import job_filters
 from statictrain_operator.workerpods import JobSeries
 
 from .helpers import scraped_registry

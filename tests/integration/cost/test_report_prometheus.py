@@ -18,11 +18,11 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from statictrain import metrics
 from statictrain.promql import selector
+from statictrain_cli.report.fetch import fetch
+from statictrain_cli.report.model import ReportWindow, build_report
 from statictrain_localcluster.cluster import LocalCluster
 from statictrain_localcluster.waiting import eventually
 from statictrain_operator.prom import HttpPrometheus, Series
-from statictrain_operator.report.fetch import fetch
-from statictrain_operator.report.model import ReportWindow, build_report
 
 from .helpers import scraped_registry
 

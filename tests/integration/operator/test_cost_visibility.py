@@ -178,7 +178,7 @@ def scenario(cluster: Any, crd: str, tmp_path_factory: pytest.TempPathFactory) -
 
 def cli(cluster: Any, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "statictrain_operator.cli", *args],
+        [sys.executable, "-m", "statictrain_cli.main", *args],
         input=stdin,
         capture_output=True,
         text=True,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from datetime import UTC, datetime
 
+from statictrain_cli.anomalies import add_parser, render_table, rows
 from statictrain_operator.anomaly import history as hist
-from statictrain_operator.anomaly.cli import add_parser, render_table, rows
 from statictrain_operator.anomaly.remediation import ActionKind, History, Intent
 
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

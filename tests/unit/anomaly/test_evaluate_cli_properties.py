@@ -15,8 +15,8 @@ from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
+from statictrain_cli import replay as replay_cli
 from statictrain_operator.anomaly import replay as rp
-from statictrain_operator.anomaly import replay_cli
 
 T0 = 1_800_000_000.0
 NAMES = [*(n.replace(".<rank>", ".0") for n in rp.UNITS), "weird_metric", "NaN", "..", "a b"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from statictrain_cli import replay as replay_cli
 from statictrain_operator.anomaly import replay as rp
-from statictrain_operator.anomaly import replay_cli
 
 CORPUS = Path(__file__).resolve().parents[3] / "bench" / "data" / "training_faults"
 

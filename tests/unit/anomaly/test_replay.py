@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 
 import pytest
+from statictrain_cli import replay as replay_cli
 from statictrain_operator.anomaly import replay as rp
-from statictrain_operator.anomaly import replay_cli
 from statictrain_operator.anomaly.remediation import ActionKind
 
 from tests.unit.anomaly.test_faults import T0, job

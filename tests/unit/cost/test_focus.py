@@ -11,10 +11,10 @@ from decimal import Decimal
 
 import pytest
 from statictrain.cost import Sample
+from statictrain_cli.report.focus import focus_rows, to_focus
+from statictrain_cli.report.model import ReportWindow, build_report
+from statictrain_cli.report.status import status_report
 from statictrain_operator.prom import Series
-from statictrain_operator.report.focus import focus_rows, to_focus
-from statictrain_operator.report.model import ReportWindow, build_report
-from statictrain_operator.report.status import status_report
 
 from .focus_spec import validate
 

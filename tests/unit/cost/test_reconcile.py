@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from statictrain.cost import Sample
-from statictrain_operator.cli import build_parser, run_report
+from statictrain_cli.main import build_parser, run_report
+from statictrain_cli.report.model import Report, ReportWindow, build_report
+from statictrain_cli.report.reconcile import read_bill, reconcile, to_text
 from statictrain_operator.prom import Series
-from statictrain_operator.report.model import Report, ReportWindow, build_report
-from statictrain_operator.report.reconcile import read_bill, reconcile, to_text
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 W = ReportWindow(START, START + timedelta(hours=3), buckets=1)

@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 from statictrain.cost import Sample
+from statictrain_cli.main import build_parser, run_report
+from statictrain_cli.report.fetch import _chunks, fetch, job_filters
+from statictrain_cli.report.html import to_html
+from statictrain_cli.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
+from statictrain_cli.report.status import status_report
+from statictrain_cli.report.summary import commit_order, sentences, worst_regression
+from statictrain_cli.report.svg import nice_ticks, num
+from statictrain_cli.report.text import to_csv, to_json, to_table
 from statictrain_localcluster.browser import check_page
-from statictrain_operator.cli import build_parser, run_report
 from statictrain_operator.prom import Series
-from statictrain_operator.report.fetch import _chunks, fetch, job_filters
-from statictrain_operator.report.html import to_html
-from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report, parse_utc
-from statictrain_operator.report.status import status_report
-from statictrain_operator.report.summary import commit_order, sentences, worst_regression
-from statictrain_operator.report.svg import nice_ticks, num
-from statictrain_operator.report.text import to_csv, to_json, to_table
 
 START = datetime(2026, 3, 1, tzinfo=UTC)
 END = datetime(2026, 3, 1, 4, tzinfo=UTC)  # 4 h, 4 buckets of 1 h
@@ -385,8 +385,7 @@ def test_summary_names_spender_idle_waste_and_regression() -> None:
     assert sentences(r) == [
         "Biggest spender: job nlp/train-a (commit c1), $16.0, 73% of all job cost in the window.",
         "Biggest idle waste: unallocated node capacity (nobody's pods), $18.0, 45% of node cost.",
-        "Worst $/token regression: commit c2 at $6.00 per 1M tokens, +50% against commit c1 before it "
-        "($4.00).",
+        "Worst $/token regression: commit c2 at $6.00 per 1M tokens, +50% against commit c1 before it ($4.00).",
     ]
 
 

@@ -1,11 +1,11 @@
-"""The subcommands that read Prometheus share one --prometheus-url (cli_args.add_prometheus_url)."""
+"""The subcommands that read Prometheus share one --prometheus-url (statictrain_cli.args.add_prometheus_url)."""
 
 from __future__ import annotations
 
 import pytest
 from statictrain import envconfig
-from statictrain_operator.cli import build_parser
-from statictrain_operator.cli_args import DEFAULT_PROMETHEUS_URL
+from statictrain_cli.args import DEFAULT_PROMETHEUS_URL
+from statictrain_cli.main import build_parser
 
 COMMANDS = [
     ["report", "--last", "1h"],

@@ -1,6 +1,6 @@
 """#33: the ``statictrain`` command line itself as an input surface: hostile options and input files.
 
-The real commands run in-process through ``statictrain_operator.cli.main`` with generated option values
+The real commands run in-process through ``statictrain_cli.main.main`` with generated option values
 (durations, times, timeouts, bucket counts, URLs) and generated input files (the gate's report JSON, the
 estimate's spec and node list, advise's throughput table, standard input, a FIFO): real files on disk, a
 Prometheus URL on a closed loopback port and no kubectl on PATH, so nothing outside answers.
@@ -25,8 +25,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from statictrain.exitcodes import CliExit
-from statictrain_operator.cli import main
-from statictrain_operator.cli_io import InputError, write_output
+from statictrain_cli.files import InputError, write_output
+from statictrain_cli.main import main
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
 CODES = {int(c) for c in CliExit}
@@ -221,7 +221,7 @@ def test_an_input_that_is_not_a_readable_regular_file_is_exit_2_without_blocking
 
 @pytest.mark.parametrize("kind", ["symlink", "fifo", "folder", "no folder"])
 def test_an_output_path_that_is_not_a_regular_file_is_refused_and_nothing_is_written(tmp_path: Path, kind: str) -> None:
-    """``report -o`` writes through cli_io.write_output: a symlink is not followed, a FIFO not opened."""
+    """``report -o`` writes through statictrain_cli.files.write_output: a symlink is not followed, a FIFO not opened."""
     target, victim = tmp_path / "out.html", tmp_path / "victim"
     victim.write_text("keep", encoding="utf-8")
     if kind == "symlink":

@@ -4,7 +4,7 @@ A real HTTP server on loopback (raw sockets, so it can break HTTP itself) answer
 example asks for: garbage or deep JSON, wrong shapes, NaN/Inf strings and numbers beyond any float, a
 Content-Encoding that is not what it says, a body shorter than its Content-Length, a redirect, an error
 status, an endless body, a stall before or in the middle of the answer. The commands run in-process through
-``statictrain_operator.cli.main`` (the console script's entry point) with ``--timeout 0.5``.
+``statictrain_cli.main.main`` (the console script's entry point) with ``--timeout 0.5``.
 
 What always holds: the command ends; its exit status is one of ``CliExit``'s and never 70 (an internal
 error: a bug); stderr holds no traceback and at most one line; the gate never passes on figures that are not
@@ -28,10 +28,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from statictrain.exitcodes import CliExit
-from statictrain_operator.cli import build_parser, main
-from statictrain_operator.flavors_cli import run_flavors
+from statictrain_cli.flavors import run_flavors
+from statictrain_cli.main import build_parser, main
+from statictrain_cli.report.fetch import PARALLEL_QUERIES
 from statictrain_operator.prom import MAX_RESPONSE_BYTES, HttpPrometheus
-from statictrain_operator.report.fetch import PARALLEL_QUERIES
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "deploy" / "examples"
 TIMEOUT_S = 0.5

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
-from statictrain_operator.cli import build_parser
+from statictrain_cli.estimate import run_estimate
+from statictrain_cli.main import build_parser
 from statictrain_operator.estimate import (
     NO_HISTORY,
     JobShape,
@@ -24,7 +25,6 @@ from statictrain_operator.estimate import (
     offers_from_nodes,
     speeds_by_family,
 )
-from statictrain_operator.estimate_cli import run_estimate
 from statictrain_operator.history import Speed
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from statictrain import labels
+from statictrain_cli.flavors import run_flavors
+from statictrain_cli.main import build_parser
 from statictrain_operator import flavors
-from statictrain_operator.cli import build_parser
 from statictrain_operator.estimate import Offer
-from statictrain_operator.flavors_cli import run_flavors
 from statictrain_operator.history import per_gpu
 
 
@@ -32,8 +32,12 @@ def node_offer(family: str, usd: str, gpus: int, cap: str) -> tuple[Offer, dict[
 
 
 def test_figure_is_the_gpu_weighted_mean_of_measured_nodes() -> None:
-    offers = [node_offer("H100", "3.6", 8, "spot"), node_offer("L4", "0.36", 2, "spot"),
-              node_offer("A10G", "1", 4, "spot"), node_offer("H100", "7.2", 8, "on-demand")]
+    offers = [
+        node_offer("H100", "3.6", 8, "spot"),
+        node_offer("L4", "0.36", 2, "spot"),
+        node_offer("A10G", "1", 4, "spot"),
+        node_offer("H100", "7.2", 8, "on-demand"),
+    ]
     # H100: 1000 tokens/s/GPU -> 3.6 $/h / 3.6 Mtoken/h = 1 $/Mtoken on spot, 2 on demand;
     # L4: 100 tokens/s/GPU -> 0.36 / 0.36 = 1 $/Mtoken. A10G unmeasured.
     costs = flavors.flavor_costs([OD, SPOT], offers, {"H100": 1000.0, "L4": 100.0})
@@ -45,26 +49,43 @@ def test_figure_is_the_gpu_weighted_mean_of_measured_nodes() -> None:
 
 
 def test_unmeasured_flavors_keep_their_order_last() -> None:
-    costs = [flavors.FlavorCost("a", None, 8, 0, ()), flavors.FlavorCost("b", Decimal(3), 8, 8, ()),
-             flavors.FlavorCost("c", None, 8, 0, ()), flavors.FlavorCost("d", Decimal(1), 8, 8, ())]
+    costs = [
+        flavors.FlavorCost("a", None, 8, 0, ()),
+        flavors.FlavorCost("b", Decimal(3), 8, 8, ()),
+        flavors.FlavorCost("c", None, 8, 0, ()),
+        flavors.FlavorCost("d", Decimal(1), 8, 8, ()),
+    ]
     assert flavors.order(costs) == ["d", "b", "a", "c"]
 
 
 def test_patch_reorders_each_group_and_is_empty_when_in_order() -> None:
-    cq = {"spec": {"resourceGroups": [
-        {"flavors": [{"name": "on-demand", "resources": [1]}, {"name": "spot", "resources": [2]}]},
-        {"flavors": [{"name": "other"}]}]}}
+    cq = {
+        "spec": {
+            "resourceGroups": [
+                {"flavors": [{"name": "on-demand", "resources": [1]}, {"name": "spot", "resources": [2]}]},
+                {"flavors": [{"name": "other"}]},
+            ]
+        }
+    }
     ops = flavors.reorder_patch(cq, ["spot", "on-demand"])
-    assert ops == [{"op": "replace", "path": "/spec/resourceGroups/0/flavors",
-                    "value": [{"name": "spot", "resources": [2]}, {"name": "on-demand", "resources": [1]}]}]
+    assert ops == [
+        {
+            "op": "replace",
+            "path": "/spec/resourceGroups/0/flavors",
+            "value": [{"name": "spot", "resources": [2]}, {"name": "on-demand", "resources": [1]}],
+        }
+    ]
     assert flavors.reorder_patch(cq, ["on-demand", "spot"]) == []
 
 
-@pytest.mark.parametrize(("table", "error"), [
-    ({"TPU-v9": 10}, "not a known GPU model"),
-    ({"H100": "fast"}, "not a number"),
-    ({"H100": 0}, "must be > 0"),
-])
+@pytest.mark.parametrize(
+    ("table", "error"),
+    [
+        ({"TPU-v9": 10}, "not a known GPU model"),
+        ({"H100": "fast"}, "not a number"),
+        ({"H100": 0}, "must be > 0"),
+    ],
+)
 def test_bad_throughput_tables_say_what_to_fix(table: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError, match=error):
         flavors.throughput_by_family(table)
@@ -76,21 +97,47 @@ def test_per_gpu_divides_each_pod_by_its_gpus() -> None:
     assert per_gpu(tps, counts) == {"H100": 750.0}  # (1000 + 500) / 2; pod c has no GPU metric
 
 
-NODES = {"items": [
-    {"metadata": {"name": n, "labels": {labels.CAPACITY_TYPE: cap, labels.INSTANCE_TYPE: "p5.48xlarge",
-                                        labels.GPU_PRODUCT: "NVIDIA-H100-80GB-HBM3", labels.GPU_COUNT: "8"},
-                  "annotations": {labels.GPU_HOURLY_COST: usd, labels.PRICE_CAPACITY_TYPE: cap}},
-     "status": {"capacity": {labels.GPU_RESOURCE: "8"}, "allocatable": {labels.GPU_RESOURCE: "8"}}}
-    for n, cap, usd in (("od", "on-demand", "7.2"), ("sp", "spot", "3.6"))]}
-CQ = {"metadata": {"name": "gpu"}, "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [
-    {"name": "on-demand", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]},
-    {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]}]}]}}
+NODES = {
+    "items": [
+        {
+            "metadata": {
+                "name": n,
+                "labels": {
+                    labels.CAPACITY_TYPE: cap,
+                    labels.INSTANCE_TYPE: "p5.48xlarge",
+                    labels.GPU_PRODUCT: "NVIDIA-H100-80GB-HBM3",
+                    labels.GPU_COUNT: "8",
+                },
+                "annotations": {labels.GPU_HOURLY_COST: usd, labels.PRICE_CAPACITY_TYPE: cap},
+            },
+            "status": {"capacity": {labels.GPU_RESOURCE: "8"}, "allocatable": {labels.GPU_RESOURCE: "8"}},
+        }
+        for n, cap, usd in (("od", "on-demand", "7.2"), ("sp", "spot", "3.6"))
+    ]
+}
+CQ = {
+    "metadata": {"name": "gpu"},
+    "spec": {
+        "resourceGroups": [
+            {
+                "coveredResources": ["nvidia.com/gpu"],
+                "flavors": [
+                    {"name": "on-demand", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]},
+                    {"name": "spot", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8}]},
+                ],
+            }
+        ]
+    },
+}
 
 
 def recorded_kubectl(calls: list[Sequence[str]]) -> Any:
-    objs = {("clusterqueue", "gpu"): CQ, ("nodes",): NODES,
-            ("resourceflavor", "spot"): flavor("spot", **{labels.CAPACITY_TYPE: "spot"}),
-            ("resourceflavor", "on-demand"): flavor("on-demand", **{labels.CAPACITY_TYPE: "on-demand"})}
+    objs = {
+        ("clusterqueue", "gpu"): CQ,
+        ("nodes",): NODES,
+        ("resourceflavor", "spot"): flavor("spot", **{labels.CAPACITY_TYPE: "spot"}),
+        ("resourceflavor", "on-demand"): flavor("on-demand", **{labels.CAPACITY_TYPE: "on-demand"}),
+    }
 
     def run(args: Sequence[str], stdin: str | None) -> subprocess.CompletedProcess[str]:
         calls.append(list(args))
@@ -105,8 +152,9 @@ def recorded_kubectl(calls: list[Sequence[str]]) -> Any:
 def test_cli_prints_figures_and_patch_and_applies(tmp_path: Path) -> None:
     table = tmp_path / "tps.yaml"
     table.write_text("NVIDIA-H100-80GB-HBM3: 1000\n")
-    args = build_parser().parse_args(["advise", "flavors", "--cluster-queue", "gpu", "--throughput", str(table),
-                                      "--apply"])
+    args = build_parser().parse_args(
+        ["advise", "flavors", "--cluster-queue", "gpu", "--throughput", str(table), "--apply"]
+    )
     out, calls = io.StringIO(), list[Sequence[str]]()
     assert run_flavors(args, stdout=out, stderr=io.StringIO(), kubectl=recorded_kubectl(calls)) == 0
     text = out.getvalue()

@@ -13,18 +13,18 @@ from typing import Any
 import pytest
 import yaml
 from statictrain.cost import Sample
-from statictrain_operator.cli import build_parser
+from statictrain_cli.gate import run_gate
+from statictrain_cli.main import build_parser
+from statictrain_cli.report.model import ReportWindow, build_report
+from statictrain_cli.report.text import to_json
 from statictrain_operator.gate import (
     CommitFigures,
     compare,
     figures_from_report_json,
     parse_max_regression,
 )
-from statictrain_operator.gate_cli import run_gate
 from statictrain_operator.history import UNKNOWN_MODEL, Speed, per_model
 from statictrain_operator.prom import Series
-from statictrain_operator.report.model import ReportWindow, build_report
-from statictrain_operator.report.text import to_json
 
 CANNOT_JUDGE = 3
 """The gate's exit status with no verdict: Prometheus unusable, or a figure missing or not finite (README)."""

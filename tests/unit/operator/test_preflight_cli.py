@@ -11,7 +11,7 @@ import pytest
 
 
 def _statictrain(*args: str) -> subprocess.CompletedProcess[str]:
-    code = "import sys; from statictrain_operator.cli import main; sys.exit(main(sys.argv[1:]))"
+    code = "import sys; from statictrain_cli.main import main; sys.exit(main(sys.argv[1:]))"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -30,6 +30,6 @@ def test_entrypoint_that_does_not_import_exits_2(tmp_path: Path) -> None:
 
 
 def test_the_operator_process_does_not_load_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    code = "import sys, statictrain_operator.cli, statictrain_operator.preflight_cli; print('torch' in sys.modules)"
+    code = "import sys, statictrain_cli.main, statictrain_cli.preflight; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "False"

@@ -22,8 +22,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 from statictrain.cost import JOULES_PER_KWH
-
-from statictrain_operator.report.model import Report, fmt_time
+from statictrain_cli.report.model import Report, fmt_time
 
 __all__ = ["COLUMNS", "CURRENCY", "FOCUS_VERSION", "PROVIDER", "TAG_PREFIX", "focus_rows", "to_focus"]
 

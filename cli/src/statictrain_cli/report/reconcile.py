@@ -32,8 +32,7 @@ from decimal import Decimal
 from statictrain import metrics
 from statictrain.money import readable_usd
 from statictrain.promql import range_duration, selector
-
-from statictrain_operator.report.model import Report, fmt_time
+from statictrain_cli.report.model import Report, fmt_time
 
 __all__ = [
     "KINDS",

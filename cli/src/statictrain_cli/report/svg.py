@@ -129,9 +129,7 @@ def _time_frame(name: str, ticks: Sequence[float], unit: str, series: int) -> st
     return _open(name, f"{name} ({unit})", int(LEGEND_Y + LEGEND_ROW * series)) + _y_axis(ticks, unit)
 
 
-def lines_over_time(
-    name: str, start: datetime, end: datetime, series: Mapping[str, Sequence[float]], unit: str
-) -> str:
+def lines_over_time(name: str, start: datetime, end: datetime, series: Mapping[str, Sequence[float]], unit: str) -> str:
     """One line per series through (start, 0) and the value at each bucket's end (cumulative figures)."""
     n = max((len(v) for v in series.values()), default=0)
     if n == 0:
@@ -153,9 +151,7 @@ def lines_over_time(
     return "".join(parts)
 
 
-def stacked_columns(
-    name: str, start: datetime, end: datetime, series: Mapping[str, Sequence[float]], unit: str
-) -> str:
+def stacked_columns(name: str, start: datetime, end: datetime, series: Mapping[str, Sequence[float]], unit: str) -> str:
     """One column per bucket, stacked by series."""
     n = max((len(v) for v in series.values()), default=0)
     if n == 0:

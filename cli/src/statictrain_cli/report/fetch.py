@@ -14,9 +14,8 @@ from functools import partial
 
 from statictrain.cost import Sample
 from statictrain.promql import range_duration, selector
-
+from statictrain_cli.report.model import FLAGS_METRIC, JOB_METRICS, NODE_METRICS, ReportWindow
 from statictrain_operator.prom import PromReader, Series
-from statictrain_operator.report.model import FLAGS_METRIC, JOB_METRICS, NODE_METRICS, ReportWindow
 
 __all__ = ["BASELINE_LOOKBACK_S", "FILTER_LABELS", "MAX_POINTS", "Progress", "fetch", "job_filters"]
 

@@ -15,11 +15,10 @@ from itertools import accumulate
 
 from statictrain.cost import JOULES_PER_KWH
 from statictrain.money import readable, to_decimal
-
-from statictrain_operator.report.model import Report, fmt_time
-from statictrain_operator.report.summary import sentences
-from statictrain_operator.report.svg import PALETTE, WIDTH, hbars, lines_over_time, stacked_columns
-from statictrain_operator.report.text import COLUMNS, _key_names, _summary, row_values, usd_for_people
+from statictrain_cli.report.model import Report, fmt_time
+from statictrain_cli.report.summary import sentences
+from statictrain_cli.report.svg import PALETTE, WIDTH, hbars, lines_over_time, stacked_columns
+from statictrain_cli.report.text import COLUMNS, _key_names, _summary, row_values, usd_for_people
 
 __all__ = ["MAX_LINES", "PALETTE", "to_html"]
 
@@ -134,11 +133,25 @@ idle share {s["idle_share"] or "n/a"}.</p>
 {stacked_columns("cost per namespace", start, end, report.namespace_buckets, f"USD per {bucket}")}
 <h2>GPU, CPU and memory share of the cost, per {escape(report.group_by)}</h2>
 <p>Each pod is priced whole: its GPUs, CPU cores and memory at its node's price.</p>
-{hbars("cost split per " + report.group_by, ["/".join(r.key) for r in split_rows],
-       [(r.gpu_usd, r.cpu_usd, r.memory_usd) for r in split_rows], ("GPU", "CPU", "memory"), "USD")}
+{
+        hbars(
+            "cost split per " + report.group_by,
+            ["/".join(r.key) for r in split_rows],
+            [(r.gpu_usd, r.cpu_usd, r.memory_usd) for r in split_rows],
+            ("GPU", "CPU", "memory"),
+            "USD",
+        )
+    }
 <h2>USD per 1M tokens per commit</h2>
-{hbars("USD per 1M tokens per commit", [c for c, _ in commits], [(v,) for _, v in commits], ("cost",),
-       "USD per 1M tokens")}
+{
+        hbars(
+            "USD per 1M tokens per commit",
+            [c for c, _ in commits],
+            [(v,) for _, v in commits],
+            ("cost",),
+            "USD per 1M tokens",
+        )
+    }
 <h2>Idle share of node cost</h2>
 {_idle_chart(report)}
 <h2>GPU energy and carbon per {escape(report.group_by)}</h2>

@@ -15,8 +15,7 @@ from typing import Any
 
 from statictrain.cost import JOULES_PER_KWH
 from statictrain.money import readable, readable_usd
-
-from statictrain_operator.report.model import GROUP_LABELS, Report, Row, fmt_time, money
+from statictrain_cli.report.model import GROUP_LABELS, Report, Row, fmt_time, money
 
 __all__ = ["COLUMNS", "MONEY_COLUMNS", "row_values", "to_csv", "to_json", "to_table", "usd_for_people"]
 

@@ -22,7 +22,6 @@ from typing import Literal
 
 from statictrain import metrics
 from statictrain.cost import Sample
-
 from statictrain_operator.prom import Series
 
 __all__ = [
@@ -93,9 +92,7 @@ class ReportWindow:
             if t.tzinfo is None or t.utcoffset() != timedelta(0):
                 raise ValueError(f"window {name} {t.isoformat()} must be UTC, e.g. 2026-03-01T00:00:00Z")
         if self.end <= self.start:
-            raise ValueError(
-                f"window end {fmt_time(self.end)} must be after its start {fmt_time(self.start)}"
-            )
+            raise ValueError(f"window end {fmt_time(self.end)} must be after its start {fmt_time(self.start)}")
         if not 1 <= self.buckets <= 100_000:
             raise ValueError("buckets must be within 1..100000")
         if self.step_s < 0.001:

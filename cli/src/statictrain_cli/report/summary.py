@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import pairwise
 
-from statictrain_operator.report.model import Report
-from statictrain_operator.report.text import usd_for_people
+from statictrain_cli.report.model import Report
+from statictrain_cli.report.text import usd_for_people
 
 __all__ = ["Regression", "commit_order", "sentences", "usd", "worst_regression"]
 

@@ -9,9 +9,8 @@ import os
 from datetime import datetime, timedelta
 
 from statictrain import envconfig
-
+from statictrain_cli.report.model import parse_utc
 from statictrain_operator.prom import check_url
-from statictrain_operator.report.model import parse_utc
 
 __all__ = ["DEFAULT_PROMETHEUS_URL", "MAX_TIMEOUT_S", "add_prometheus_url", "add_timeout", "duration", "utc"]
 

@@ -25,11 +25,10 @@ from typing import Any, TextIO
 
 from statictrain.exitcodes import CliExit
 from statictrain.pricing import parse_catalog, shipped_catalog_text
-
+from statictrain_cli.args import add_prometheus_url, add_timeout, duration
+from statictrain_cli.files import load_yaml
+from statictrain_cli.kubectl import CommandError, Kubectl, kubectl_json, system_kubectl
 from statictrain_operator import flavors
-from statictrain_operator.cli_args import add_prometheus_url, add_timeout, duration
-from statictrain_operator.cli_io import load_yaml
-from statictrain_operator.cli_kubectl import CommandError, Kubectl, kubectl_json, system_kubectl
 from statictrain_operator.estimate import offers_from_nodes
 from statictrain_operator.history import UNKNOWN_MODEL, query_per_gpu
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader

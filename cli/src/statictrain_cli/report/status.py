@@ -14,8 +14,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from statictrain import labels
-
-from statictrain_operator.report.model import (
+from statictrain_cli.report.model import (
     GROUP_LABELS,
     JOB_METRICS,
     EmptyWindowError,

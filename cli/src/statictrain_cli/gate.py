@@ -20,9 +20,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TextIO
 
 from statictrain.exitcodes import CliExit
-
-from statictrain_operator.cli_args import add_prometheus_url, add_timeout, duration, utc
-from statictrain_operator.cli_io import load_json
+from statictrain_cli.args import add_prometheus_url, add_timeout, duration, utc
+from statictrain_cli.files import load_json
+from statictrain_cli.report.fetch import fetch
+from statictrain_cli.report.model import EmptyWindowError, ReportWindow, build_report
 from statictrain_operator.gate import (
     CommitFigures,
     compare,
@@ -31,8 +32,6 @@ from statictrain_operator.gate import (
 )
 from statictrain_operator.history import query_speed
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError, PromReader
-from statictrain_operator.report.fetch import fetch
-from statictrain_operator.report.model import EmptyWindowError, ReportWindow, build_report
 
 DEFAULT_LOOKBACK = timedelta(days=7)
 

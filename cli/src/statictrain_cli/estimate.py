@@ -26,10 +26,9 @@ from typing import Any, TextIO
 from statictrain import labels, manifest
 from statictrain.exitcodes import CliExit
 from statictrain.pricing import Catalog, parse_catalog, shipped_catalog_text
-
-from statictrain_operator.cli_args import add_prometheus_url, add_timeout, duration
-from statictrain_operator.cli_io import load_yaml, load_yaml_all
-from statictrain_operator.cli_kubectl import CommandError, Kubectl, kubectl_json, system_kubectl
+from statictrain_cli.args import add_prometheus_url, add_timeout, duration
+from statictrain_cli.files import load_yaml, load_yaml_all
+from statictrain_cli.kubectl import CommandError, Kubectl, kubectl_json, system_kubectl
 from statictrain_operator.estimate import (
     Offer,
     Option,

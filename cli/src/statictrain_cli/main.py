@@ -4,7 +4,7 @@
         --namespace team-a --namespace team-b --format html -o report.html
 
 Each subcommand registers itself with ``add_parser(subparsers)`` and sets
-``func``; anomaly commands come from ``statictrain_operator.anomaly.cli`` when
+``func``; anomaly commands come from ``statictrain_cli.anomalies`` when
 that module is installed.
 
 Every command exits with a status of ``statictrain.exitcodes.CliExit`` (README,
@@ -25,21 +25,23 @@ from datetime import UTC, datetime, timedelta
 from typing import NoReturn, TextIO, cast
 
 from statictrain.exitcodes import CliExit
-
-from statictrain_operator import estimate_cli, flavors_cli, gate_cli, preflight_cli
-from statictrain_operator.cli_args import add_prometheus_url, add_timeout, duration, utc
-from statictrain_operator.cli_io import InputError, read_input, write_output
+from statictrain_cli import estimate as estimate_cli
+from statictrain_cli import flavors as flavors_cli
+from statictrain_cli import gate as gate_cli
+from statictrain_cli import preflight as preflight_cli
+from statictrain_cli.args import add_prometheus_url, add_timeout, duration, utc
+from statictrain_cli.files import InputError, read_input, write_output
+from statictrain_cli.report.fetch import fetch
+from statictrain_cli.report.focus import to_focus
+from statictrain_cli.report.html import to_html
+from statictrain_cli.report.model import EmptyWindowError, Report, ReportWindow, build_report
+from statictrain_cli.report.progress import ProgressBar
+from statictrain_cli.report.reconcile import SETTLE_S, provider_ids_query, read_bill, reconcile
+from statictrain_cli.report.reconcile import to_text as reconciliation_text
+from statictrain_cli.report.status import status_report
+from statictrain_cli.report.text import to_csv, to_json, to_table
 from statictrain_operator.kube.oneshot import ClusterUnavailableError, list_trainingjobs
 from statictrain_operator.prom import HttpPrometheus, PrometheusQueryError, PrometheusUnavailableError
-from statictrain_operator.report.fetch import fetch
-from statictrain_operator.report.focus import to_focus
-from statictrain_operator.report.html import to_html
-from statictrain_operator.report.model import EmptyWindowError, Report, ReportWindow, build_report
-from statictrain_operator.report.progress import ProgressBar
-from statictrain_operator.report.reconcile import SETTLE_S, provider_ids_query, read_bill, reconcile
-from statictrain_operator.report.reconcile import to_text as reconciliation_text
-from statictrain_operator.report.status import status_report
-from statictrain_operator.report.text import to_csv, to_json, to_table
 
 __all__ = [
     "RENDERERS",
@@ -76,9 +78,7 @@ def add_report_parser(subparsers: argparse._SubParsersAction[argparse.ArgumentPa
     p.add_argument("--team", action="append", default=[])
     p.add_argument("--commit", action="append", default=[])
     p.add_argument("--job", action="append", default=[])
-    p.add_argument(
-        "--format", choices=sorted(RENDERERS), default="table", help="focus: a FOCUS 1.2 cost and usage CSV"
-    )
+    p.add_argument("--format", choices=sorted(RENDERERS), default="table", help="focus: a FOCUS 1.2 cost and usage CSV")
     p.add_argument(
         "--reconcile",
         metavar="BILL.csv",
@@ -220,9 +220,9 @@ def build_parser(prog: str = "statictrain") -> argparse.ArgumentParser:
     preflight_cli.add_parser(sub)
     flavors_cli.add_parser(sub)
     try:
-        anomaly_cli = importlib.import_module("statictrain_operator.anomaly.cli")
+        anomaly_cli = importlib.import_module("statictrain_cli.anomalies")
     except ModuleNotFoundError as e:
-        if e.name != "statictrain_operator.anomaly.cli":
+        if e.name != "statictrain_cli.anomalies":
             raise
     else:
         anomaly_cli.add_parser(sub)

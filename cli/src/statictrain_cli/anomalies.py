@@ -9,8 +9,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from statictrain_cli import replay as replay_cli
 from statictrain_operator.anomaly import history as hist
-from statictrain_operator.anomaly import replay_cli
 from statictrain_operator.anomaly.evaluate import CONDITION_TYPE
 
 __all__ = ["add_parser", "render_table", "rows", "run"]
