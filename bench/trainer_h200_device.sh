@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # One device call of bench/trainer_h200.py (see its docstring): SETUP, then the named call.
-#   bash bench/trainer_h200_device.sh setup | llama | llama-parity | gpt2 | profile   (setup: only SETUP, a check)
+#   bash bench/trainer_h200_device.sh setup | llama | llama-autotune | llama-parity | gpt2 | profile   (setup: only SETUP, a check)
 # Needs the torchao wheel in .whl/ (carry: [".whl"]); writes everything under $OUT.
 set -uo pipefail
 call=${1:?usage: bench/trainer_h200_device.sh llama|llama-parity|gpt2|profile}
 : "${OUT:?OUT must be set (the device machine sets it)}"
-case $call in setup|llama|llama-parity|gpt2|profile) ;; *) echo "unknown call $call: llama, llama-parity, gpt2 or profile" >&2; exit 2 ;; esac
+case $call in setup|llama|llama-autotune|llama-parity|gpt2|profile) ;; *) echo "unknown call $call: llama, llama-autotune, llama-parity, gpt2 or profile" >&2; exit 2 ;; esac
 wheel=$(ls .whl/torchao-0.18.0-*.whl 2>/dev/null | head -1)
 [ -n "$wheel" ] || { echo "no .whl/torchao-0.18.0-*.whl: run with carry [\".whl\"]" >&2; exit 2; }
 python -m pip install -q --no-index --no-deps --target /tmp/ao "$wheel" || python -m zipfile -e "$wheel" /tmp/ao
@@ -21,6 +21,8 @@ case $call in
   setup) echo "setup only" ;;
   llama) bench --model llama --phase single autotune --autotune-budget 330 --deadline-s 530 --workdir /tmp/bl \
            > "$OUT/llama.log" 2>&1 ;;
+  llama-autotune) bench --model llama --phase autotune --autotune-budget 480 --deadline-s 540 --workdir /tmp/bl \
+           > "$OUT/llama-autotune.log" 2>&1 ;;
   llama-parity) bench --model llama --phase parity --parity-steps 100 --parity-batch 4 --parity-eager-seeds 2 \
            --workdir /tmp/bl > "$OUT/llama-parity.log" 2>&1 ;;
   gpt2) bench --model gpt2 --phase single autotune parity --autotune-budget 330 --deadline-s 510 --workdir /tmp/bg \
@@ -36,5 +38,5 @@ case $call in
 esac
 rc=$?
 for d in /tmp/bl /tmp/bg; do [ -d "$d/autotune-logs" ] && cp -r "$d/autotune-logs" "$OUT/autotune-logs-$(basename "$d")"; done
-tail -40 "$OUT"/*.log
+tail -n 40 "$OUT"/*.log
 exit $rc

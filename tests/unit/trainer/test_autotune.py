@@ -269,13 +269,16 @@ def test_under_a_tight_budget_fp8_is_measured_before_the_modes_and_what_cannot_f
     assert report.chosen.fp8
 
 
-def test_a_unit_hint_sizes_limits_until_the_first_cold_trial_measures_it() -> None:
+def test_a_unit_hint_predicts_but_never_limits_the_first_cold_trial() -> None:
+    # H200, 2026-12-03: a hint of 23 s from an earlier call's cold run limited the first cold trial of
+    # a fresh machine to 68 s; that trial needed ~66 s of compile and start-up and was killed, so the
+    # tuner measured nothing. The hint sizes predictions only; the first trial here may use the budget.
     clock = FakeClock()
     runner, calls = fake_runner(clock, lambda c: 100.0, seconds_each=40.0)
     report = Autotuner(Candidate("default", 16), max_batch=16, budget_s=150, runner=runner, clock=clock, gpu=True,
-                       unit_hint_s=20.0).tune()  # fmt: skip
+                       unit_hint_s=10.0).tune()  # fmt: skip
     limits = {o.candidate.label: o.limit_s for o in report.outcomes if o.limit_s}
-    assert limits["default@16"] == 2.0 * 20.0  # from the hint, not the whole budget
+    assert limits["default@16"] == 150  # the whole budget, not 2 x the 10 s hint (which it outlasts)
     assert limits["reduce-overhead@16"] == 2.0 * 1.1 * 40.0  # the measured cold trial replaced it
     assert calls == ["default@16", "reduce-overhead@16"]
 

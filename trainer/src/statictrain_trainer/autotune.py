@@ -341,12 +341,14 @@ class Autotuner:
         return self.budget_s - (self.clock() - self._t0)
 
     def _limit(self, candidate: Candidate) -> tuple[float, float]:
-        """(expected seconds, time limit) from the first trial's wall time; the whole rest before it."""
+        """(expected seconds, time limit) from the first trial's wall time; the whole rest before it.
+        A hint measured elsewhere (another process, another machine's caches) predicts but never
+        limits: the first cold trial here may take longer and must be allowed to finish."""
         left = self._left()
         if self._unit_s <= 0:
             return left, left
         expected = candidate.expected_cost() * self._unit_s
-        return expected, min(left, LIMIT_FACTOR * expected)
+        return expected, min(left, LIMIT_FACTOR * expected) if self._unit_measured else left
 
     def _try(self, candidate: Candidate) -> Outcome:
         left = self._left()
