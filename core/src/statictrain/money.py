@@ -24,14 +24,14 @@ def parse_usd(text: str, *, what: str = "amount", allow_zero: bool = True) -> De
     Raises ValueError naming ``what`` and saying how to write it on bad input.
     """
     if not isinstance(text, str):
-        raise ValueError(f"{what} must be a decimal string such as \"12.50\", got {type(text).__name__}")
+        raise ValueError(f'{what} must be a decimal string such as "12.50", got {type(text).__name__}')
     stripped = text.strip()
     try:
         value = Decimal(stripped)
     except InvalidOperation:
-        raise ValueError(f"{what} {text!r} is not a decimal number; write it like \"12.50\"") from None
+        raise ValueError(f'{what} {text!r} is not a decimal number; write it like "12.50"') from None
     if not value.is_finite():
-        raise ValueError(f"{what} {text!r} must be a finite decimal number such as \"12.50\"")
+        raise ValueError(f'{what} {text!r} must be a finite decimal number such as "12.50"')
     if value < 0:
         raise ValueError(f"{what} {text!r} must not be negative")
     if not allow_zero and value == 0:
@@ -51,7 +51,7 @@ def to_decimal(value: float | int | Decimal) -> Decimal:
 def format_usd(value: Decimal, *, quantum: Decimal = MICRO) -> str:
     """A plain decimal string rounded half-even to ``quantum`` (no exponent, no sign for zero)."""
     with localcontext() as ctx:
-        ctx.prec = 40
+        ctx.prec = max(40, value.adjusted() - int(quantum.as_tuple().exponent) + 2)  # every digit down to quantum
         q = value.quantize(quantum, rounding=ROUND_HALF_EVEN)
     if q == 0:
         q = abs(q)
@@ -66,7 +66,7 @@ def readable(value: Decimal, digits: int = 3) -> str:
     if value == 0:
         return "0"
     with localcontext() as ctx:
-        ctx.prec = 40
+        ctx.prec = max(40, value.adjusted() + digits + 2)  # whole numbers keep every digit: $1e40 is 41
         q = value
         for _ in range(2):  # rounding can carry into one more digit (0.9996 -> 1.00): round again at that size
             exp = min(q.adjusted() - digits + 1, 0)

@@ -19,10 +19,9 @@ import io
 import json
 from collections.abc import Mapping
 from datetime import timedelta
-from decimal import Decimal
 
 from statictrain.cost import JOULES_PER_KWH
-from statictrain_cli.report.model import Report, fmt_time
+from statictrain_cli.report.model import Report, fixed, fmt_time
 
 __all__ = ["COLUMNS", "CURRENCY", "FOCUS_VERSION", "PROVIDER", "TAG_PREFIX", "focus_rows", "to_focus"]
 
@@ -49,7 +48,7 @@ Row = dict[str, str | None]
 
 def _decimal(value: float) -> str:
     """A plain decimal string (no exponent, no sign for zero) at 1e-12."""
-    q = Decimal(repr(value)).quantize(Decimal("1e-12"))
+    q = fixed(value, 12)
     return f"{abs(q) if q == 0 else q:f}"
 
 

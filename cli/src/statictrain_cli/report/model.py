@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Literal
 
 from statictrain import metrics
@@ -329,6 +329,13 @@ def build_report(
     )
 
 
+def fixed(value: float, places: int) -> Decimal:
+    """``value`` (finite) rounded to ``places`` decimals, with the precision its size needs: a derived
+    figure of 1e200 (a dollar over 1e-194 tokens) does not fit the default 28 digits."""
+    d = Decimal(repr(value))
+    return d.quantize(Decimal(1).scaleb(-places), context=Context(prec=max(28, d.adjusted() + places + 2)))
+
+
 def money(value: float, places: int = 6) -> str:
     """A float total rendered as a fixed decimal string (reports only; the API never holds floats)."""
-    return f"{Decimal(repr(value)).quantize(Decimal(1).scaleb(-places)):f}" if math.isfinite(value) else ""
+    return f"{fixed(value, places):f}" if math.isfinite(value) else ""

@@ -36,15 +36,36 @@ def _f(value: object) -> float:
     return float(d) if d.is_finite() and d >= 0 else 0.0
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    """``value`` if it is an object, else empty: a status or label set of another shape holds nothing."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: object) -> str:
+    """A name or label value as text a terminal shows as it is: other types are empty, control characters '?'."""
+    return "".join(c if c.isprintable() else "?" for c in value) if isinstance(value, str) else ""
+
+
+def _labels(job: Mapping[str, Any]) -> dict[str, str]:
+    lab = _mapping(_mapping(job.get("metadata")).get("labels"))
+    return {_text(k): _text(v) for k, v in lab.items() if isinstance(k, str) and isinstance(v, str)}
+
+
 def _identity(job: Mapping[str, Any]) -> dict[str, str]:
-    meta = job.get("metadata") or {}
-    lab = meta.get("labels") or {}
+    meta, lab = _mapping(job.get("metadata")), _labels(job)
     return {
-        "namespace": meta.get("namespace", ""),
-        "job_name": meta.get("name", ""),
+        "namespace": _text(meta.get("namespace")),
+        "job_name": _text(meta.get("name")),
         "commit": lab.get(labels.COMMIT, ""),
         "team": lab.get(labels.TEAM, ""),
     }
+
+
+def _created(job: Mapping[str, Any]) -> datetime | None:
+    try:
+        return parse_utc(_text(_mapping(job.get("metadata")).get("creationTimestamp")))
+    except (ValueError, OverflowError):  # missing or not a time: the window starts at the other jobs
+        return None
 
 
 def matches(job: Mapping[str, Any], filters: Mapping[str, Sequence[str]]) -> bool:
@@ -66,17 +87,16 @@ def status_report(
     job_labels: dict[tuple[str, str], dict[str, str]] = {}
     starts: list[datetime] = []
     for job in jobs:
-        if not matches(job, filters):
+        if not isinstance(job, Mapping) or not matches(job, filters):
             continue
-        cost = (job.get("status") or {}).get("cost") or {}
-        created = (job.get("metadata") or {}).get("creationTimestamp")
-        if created:
-            starts.append(parse_utc(created))
+        cost = _mapping(_mapping(job.get("status")).get("cost"))
+        created = _created(job)
+        if created is not None:
+            starts.append(created)
         ident = _identity(job)
         key = tuple(ident[k] for k in GROUP_LABELS[group_by])
         jk = (ident["namespace"], ident["job_name"])
-        job_labels[jk] = {"commit": ident["commit"], "team": ident["team"],
-                          **((job.get("metadata") or {}).get("labels") or {})}  # fmt: skip
+        job_labels[jk] = {"commit": ident["commit"], "team": ident["team"], **_labels(job)}
         for row in (rows.setdefault(key, Row(key)), per_job.setdefault(jk, Row(jk))):
             _add_status(row, cost)
     if not rows:
@@ -111,6 +131,6 @@ def _add_status(row: Row, cost: Mapping[str, Any]) -> None:
     row.gpu_energy_j += _f(cost.get("gpuEnergyKWh")) * 3.6e6
     row.carbon_g += _f(cost.get("carbonKgCO2e")) * 1000
     per_1m, per_step = _f(cost.get("usdPer1MTokens")), _f(cost.get("usdPerStep"))
-    row.tokens += _f(cost["tokens"]) if cost.get("tokens") else (usd / per_1m * 1e6 if per_1m > 0 else 0.0)
-    useful = _f(cost["steps"]) if cost.get("steps") else (usd / per_step if per_step > 0 else 0.0)
+    row.tokens += _f(cost["tokens"]) if _f(cost.get("tokens")) else (usd / per_1m * 1e6 if per_1m > 0 else 0.0)
+    useful = _f(cost["steps"]) if _f(cost.get("steps")) else (usd / per_step if per_step > 0 else 0.0)
     row.executed_steps += useful + _f(cost.get("lostSteps"))

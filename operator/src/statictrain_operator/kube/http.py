@@ -33,6 +33,11 @@ MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"  # JSON is YAML
 TOKEN_REREAD_S = 60.0
 PAGE = 500
+# An answer is read into memory whole: one bigger than this (a page of 500 huge objects, or a server
+# that never stops sending) is an error, not the operator's memory. A list that is still paging after
+# this many pages (5 million objects) is a server that loops, not a cluster.
+MAX_BODY_BYTES = 256 * 2**20
+MAX_LIST_PAGES = 10_000
 
 
 async def _close_at_shutdown(session: aiohttp.ClientSession) -> AsyncGenerator[None, None]:
@@ -125,16 +130,39 @@ class HttpKube:
         async with session.request(
             method, self.endpoint.server + path, params=params, data=data, headers=headers
         ) as resp:
-            text = await resp.text()
+            if (resp.content_length or 0) > MAX_BODY_BYTES:
+                raise ApiError(
+                    502, "ResponseTooLarge", f"{method} {path}: {resp.content_length} bytes > {MAX_BODY_BYTES}"
+                )
+            raw = await resp.content.read(MAX_BODY_BYTES + 1)
+            if len(raw) > MAX_BODY_BYTES:
+                raise ApiError(502, "ResponseTooLarge", f"{method} {path}: more than {MAX_BODY_BYTES} bytes")
+            text = raw.decode("utf-8", errors="replace")
             try:
                 payload = json.loads(text) if text else {}
             except ValueError:
+                payload = None
+            if not isinstance(payload, dict):  # not JSON, or JSON that is not an object
+                if resp.status < 300:
+                    raise ApiError(502, "BadResponse", f"{method} {path}: not a JSON object: {text[:200]!r}")
                 payload = {"message": text[:500]}
             return resp.status, payload
 
     @staticmethod
     def _raise(status: int, payload: Mapping[str, Any]) -> None:
         raise ApiError(status, str(payload.get("reason", "")), str(payload.get("message", payload)))
+
+    @staticmethod
+    def _page(payload: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str]:
+        """A list page's objects and its continue token ("" on the last page), or an ApiError."""
+        items = payload.get("items") or []
+        meta = payload.get("metadata") or {}
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise ApiError(502, "BadList", "items is not a list of objects")
+        cont = meta.get("continue") if isinstance(meta, dict) else None
+        if not isinstance(meta, dict) or not isinstance(cont, str | None):
+            raise ApiError(502, "BadContinue", f"metadata.continue is not text: {cont!r:.80}")
+        return items, cont or ""
 
     # ------------------------------------------------------------------ the port
 
@@ -153,18 +181,25 @@ class HttpKube:
         params: dict[str, str] = {"limit": str(PAGE)}
         if label_selector:
             params["labelSelector"] = label_selector
-        while True:
+        seen: set[str] = set()
+        for _ in range(MAX_LIST_PAGES):
             status, payload = await self._call("GET", res.path(namespace), params=params)
             if status >= 300:
                 self._raise(status, payload)
-            for item in payload.get("items") or []:
+            page, cont = self._page(payload)
+            for item in page:
                 item.setdefault("apiVersion", res.api_version)
                 item.setdefault("kind", res.kind)
                 items.append(item)
-            cont = (payload.get("metadata") or {}).get("continue")
             if not cont:
                 return items
+            if cont in seen:
+                raise ApiError(
+                    502, "BadContinue", f"{res.plural}: the continue token repeats, the list would never end"
+                )
+            seen.add(cont)
             params["continue"] = cont
+        raise ApiError(502, "TooManyPages", f"{res.plural}: still paging after {MAX_LIST_PAGES} pages")
 
     async def create(self, res: Resource, body: Mapping[str, Any]) -> dict[str, Any] | None:
         namespace = (body.get("metadata") or {}).get("namespace")
