@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from extender_throughput import start_extender, wait  # bench/ sibling module
+from extender_throughput import free_port, start_extender, wait  # bench/ sibling module
 from kubernetes import client
 from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
@@ -50,6 +50,7 @@ from statictrain_extender.gpus import gpu_family
 from statictrain_extender.kubewatch import api_client
 from statictrain_extender.replay.arms import Arm, learning_arms, scheduler_config, standard_arms
 from statictrain_extender.replay.manifests import REPLAY_LABEL, node_manifest, node_name, pod_manifest
+from statictrain_extender.replay.oracle import TRUTH_ENV
 from statictrain_extender.replay.prices import CATALOG_MODEL, gpu_product, price_nodes
 from statictrain_extender.replay.runner import delete_nodes, ensure_nodes
 from statictrain_extender.replay.sidebyside import SEGMENT_LABEL, ArmRun, run_segment
@@ -115,7 +116,7 @@ class Replay:
         self.unknown_families = sorted({f for f in self.families.values() if f not in table})
         self.exporter: StepExporter | None = None
         self.capacity_milli = sum(n.gpus * 1000 for n in self.inventory)
-        eval_slots = 4 if args.arms == "learning" else 5
+        eval_slots = 5  # learning: a, b, e, l, o; standard: a..e
         self.slots = eval_slots if args.weights else max(eval_slots, 1 + len(args.cv_weights))
         self.files = (nodes_file, pods_file)
 
@@ -182,9 +183,12 @@ class Replay:
                             "STATICTRAIN_EXTENDER_PRIOR_SAMPLES": str(self.args.prior_samples),
                         }
                     )
-                proc, base = start_extender(
-                    self.cluster.kubeconfig, names, self.workdir / f"extender-{name}-{key}.log", env
-                )
+                log_path = self.workdir / f"extender-{name}-{key}.log"
+                if arm0.oracle:  # e's extender, scoring with the truth the pods run at
+                    env[TRUTH_ENV] = json.dumps(self.truth)
+                    proc, base = _start_oracle_extender(self.cluster.kubeconfig, names, log_path, env)
+                else:
+                    proc, base = start_extender(self.cluster.kubeconfig, names, log_path, env)
                 procs.append(proc)
                 urls[key] = f"{base}/scheduler"
                 if arm0.learn:
@@ -323,6 +327,26 @@ def _lags(created: dict[str, dict[str, float]], tasks: Any, speedup: float) -> d
     return {"p50": quantile(lags, 0.5), "p99": quantile(lags, 0.99), "max": max(lags, default=None)}
 
 
+def _start_oracle_extender(
+    kubeconfig: Path, scheduler_names: str, log_path: Path, extra_env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], str]:
+    """As extender_throughput.start_extender, running replay/oracle.py's extender instead."""
+    port = free_port()
+    env = {
+        **os.environ,
+        **extra_env,
+        "KUBECONFIG": str(kubeconfig),
+        "STATICTRAIN_EXTENDER_HOST": "127.0.0.1",
+        "STATICTRAIN_EXTENDER_PORT": str(port),
+        "STATICTRAIN_EXTENDER_SCHEDULER_NAMES": scheduler_names,
+    }
+    with log_path.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "statictrain_extender.replay.oracle"], env=env, stdout=out, stderr=out
+        )
+    return proc, f"http://127.0.0.1:{port}"
+
+
 def _learned_figures(base: str) -> dict[str, Any]:
     """What the learning extender shows on /metrics: learned and table throughput, samples, rejections."""
     try:
@@ -349,6 +373,11 @@ def _healthy(base: str) -> Callable[[], bool]:
             return False
 
     return check
+
+
+def _differences(xs: Sequence[float | None], ys: Sequence[float | None]) -> list[float | None]:
+    """x - y window by window (None where either is unknown)."""
+    return [None if x is None or y is None else x - y for x, y in zip(xs, ys, strict=True)]
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -476,6 +505,16 @@ def summarize(segments: list[dict[str, Any]], loads: Sequence[float]) -> dict[st
             by_arm["l"]["minus_e_runs"] = diffs
             by_arm["l"]["minus_e"] = _mean(diffs)
             by_arm["l"]["minus_e_sd"] = _sd(diffs)
+        if "l" in by_arm and "o" in by_arm:  # regret: learned minus oracle, per window (same pods, same run)
+            regret = _differences(by_arm["l"]["cost_per_work_ratio_runs"], by_arm["o"]["cost_per_work_ratio_runs"])
+            by_arm["l"]["minus_o_runs"] = regret
+            by_arm["l"]["minus_o"] = _mean(regret)
+            by_arm["l"]["minus_o_sd"] = _sd(regret)
+        if "o" in by_arm and "e" in by_arm:  # what the truth is worth to the table-driven arm
+            gain = _differences(by_arm["o"]["cost_per_work_ratio_runs"], ratios)
+            by_arm["o"]["minus_e_runs"] = gain
+            by_arm["o"]["minus_e"] = _mean(gain)
+            by_arm["o"]["minus_e_sd"] = _sd(gain)
         per_load[tag] = {
             "by_arm_vs_better_stock": by_arm,
             "cost_per_work_ratio_runs": ratios,
@@ -519,7 +558,8 @@ def main() -> None:
         "--arms",
         choices=("standard", "learning"),
         default="standard",
-        help="standard: a-e; learning: a, b, e and l (e learning from the pods' step times through Prometheus)",
+        help="standard: a-e; learning: a, b, e, l (e learning from the pods' step times through Prometheus) "
+        "and o (e with the scenario's true speeds in its table)",
     )
     ap.add_argument("--weights", help="cost:pack for the extender arms; given, no cross-validation is run")
     ap.add_argument("--refresh-s", type=float, default=2.0, help="arm l: extender's step-time refresh (wall s)")

@@ -59,8 +59,10 @@ def test_the_learning_arm_has_its_own_extender() -> None:
     arms = learning_arms(Weights(cost=1, pack=3))
     keys = {a.key: a.extender_key for a in arms}
     assert keys["e"] != keys["l"] and keys["l"] is not None and keys["l"].endswith("-learn")
-    cfg = scheduler_config(arms, {}, {keys["e"]: "ue", keys["l"]: "ul"}, "k")  # type: ignore[dict-item]
-    assert sorted(e["urlPrefix"] for e in cfg["extenders"]) == ["ue", "ul"]
+    assert len({keys["e"], keys["l"], keys["o"]}) == 3 and keys["o"] is not None and keys["o"].endswith("-oracle")
+    urls = {keys["e"]: "ue", keys["l"]: "ul", keys["o"]: "uo"}
+    cfg = scheduler_config(arms, {}, urls, "k")  # type: ignore[dict-item]
+    assert sorted(e["urlPrefix"] for e in cfg["extenders"]) == ["ue", "ul", "uo"]
 
 
 def test_exported_step_times_read_back_as_the_extender_parses_them() -> None:

@@ -24,7 +24,7 @@ class Arm:
     """One way of scheduling."""
 
     key: str
-    """Short name ("a".."e"); also names the scheduler profile, namespace and node copy."""
+    """Short name ("a".."e", "l", "o"); also names the scheduler profile, namespace and node copy."""
     tuned: bool
     """The tuned profile (MostAllocated, score every node) instead of the stock one."""
     weights: Weights | None = None
@@ -33,6 +33,8 @@ class Arm:
     """Pods say their run time does not depend on the GPU (annotation gpu-throughput: uniform)."""
     learn: bool = False
     """Its extender reads the pods' step times from Prometheus (learned speed per workload class)."""
+    oracle: bool = False
+    """Its extender scores with the scenario's true speed per workload class (replay/oracle.py)."""
 
     @property
     def scheduler_name(self) -> str:
@@ -42,7 +44,13 @@ class Arm:
     def extender_key(self) -> str | None:
         """Arms with equal weights share one extender process."""
         w = self.weights
-        return None if w is None else f"cost{w.cost:g}-pack{w.pack:g}" + ("-learn" if self.learn else "")
+        return (
+            None
+            if w is None
+            else (
+                f"cost{w.cost:g}-pack{w.pack:g}" + ("-learn" if self.learn else "") + ("-oracle" if self.oracle else "")
+            )
+        )
 
 
 def standard_arms(weights: Weights) -> list[Arm]:
@@ -57,12 +65,14 @@ def standard_arms(weights: Weights) -> list[Arm]:
 
 
 def learning_arms(weights: Weights) -> list[Arm]:
-    """(a) stock; (b) tuned; (e) + cost, per-model speed from the table; (l) e, learning from step times."""
+    """(a) stock; (b) tuned; (e) + cost, per-model speed from the table; (l) e, learning from step times;
+    (o) e with the scenario's true speeds in its table (the oracle: l minus o is l's regret)."""
     return [
         Arm("a", tuned=False),
         Arm("b", tuned=True),
         Arm("e", tuned=True, weights=weights),
         Arm("l", tuned=True, weights=weights, learn=True),
+        Arm("o", tuned=True, weights=weights, oracle=True),
     ]
 
 
