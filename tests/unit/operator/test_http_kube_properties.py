@@ -12,6 +12,7 @@ import asyncio
 import http.server
 import json
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -55,7 +56,11 @@ class _Pages(http.server.BaseHTTPRequestHandler):
         self.send_header("Retry-After", "soon")  # 429s say when, in any form: HttpKube does not wait on it
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        for at in range(0, len(body), 1 << 16):  # in pieces, as a large answer arrives
+            self.wfile.write(body[at : at + (1 << 16)])
+            self.wfile.flush()
+            if len(body) > 1 << 20:
+                time.sleep(0.001)
 
     def log_message(self, *_: object) -> None:
         pass
@@ -63,12 +68,13 @@ class _Pages(http.server.BaseHTTPRequestHandler):
 
 class _Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
-    pages: list[tuple[int, str]] = [VALID]
+    pages: list[tuple[int, str]]
 
 
 @pytest.fixture(scope="module")
 def api() -> Iterator[tuple[_Server, HttpKube]]:
     httpd = _Server(("127.0.0.1", 0), _Pages)
+    httpd.pages = [VALID]
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield httpd, HttpKube(Endpoint(server=f"http://127.0.0.1:{httpd.server_address[1]}"), timeout_s=5.0)
     httpd.shutdown()
@@ -119,3 +125,10 @@ def test_a_list_whose_pages_never_end_is_cut_off(
     httpd.pages = [(200, json.dumps({"items": [], "metadata": {"continue": "p0"}}))]  # points back at itself
     with pytest.raises(ApiError, match="BadContinue"):
         asyncio.run(kube.list(port.CONFIGMAPS, "ns"))
+
+
+def test_a_large_answer_arriving_in_pieces_is_read_whole(api: tuple[_Server, HttpKube]) -> None:
+    httpd, kube = api
+    names = [f"cm-{i:05d}-" + "x" * 200 for i in range(10_000)]  # ~2.3 MB, a page of big objects
+    httpd.pages = [(200, json.dumps({"items": [{"metadata": {"name": n}} for n in names], "metadata": {}}))]
+    assert [i["metadata"]["name"] for i in asyncio.run(kube.list(port.CONFIGMAPS, "ns"))] == names

@@ -134,9 +134,11 @@ class HttpKube:
                 raise ApiError(
                     502, "ResponseTooLarge", f"{method} {path}: {resp.content_length} bytes > {MAX_BODY_BYTES}"
                 )
-            raw = await resp.content.read(MAX_BODY_BYTES + 1)
-            if len(raw) > MAX_BODY_BYTES:
-                raise ApiError(502, "ResponseTooLarge", f"{method} {path}: more than {MAX_BODY_BYTES} bytes")
+            raw = bytearray()
+            async for chunk in resp.content.iter_chunked(1 << 16):  # read(n) may stop early: read to the end
+                raw += chunk
+                if len(raw) > MAX_BODY_BYTES:
+                    raise ApiError(502, "ResponseTooLarge", f"{method} {path}: more than {MAX_BODY_BYTES} bytes")
             text = raw.decode("utf-8", errors="replace")
             try:
                 payload = json.loads(text) if text else {}
