@@ -196,9 +196,14 @@ def one_run(
 
 
 def start_extender(
-    kubeconfig: Path, scheduler_names: str, log_path: Path, extra_env: dict[str, str] | None = None
+    kubeconfig: Path,
+    scheduler_names: str,
+    log_path: Path,
+    extra_env: dict[str, str] | None = None,
+    command: list[str] | None = None,
 ) -> tuple[subprocess.Popen[bytes], str]:
-    """statictrain-extender as a subprocess on a free local port; returns it and its base URL."""
+    """statictrain-extender (or ``command``, an extender taking the same settings) as a subprocess on a
+    free local port; returns it and its base URL."""
     port = free_port()
     env = {
         **os.environ,
@@ -209,9 +214,8 @@ def start_extender(
         "STATICTRAIN_EXTENDER_SCHEDULER_NAMES": scheduler_names,
     }
     with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "statictrain-extender")], env=env, stdout=log, stderr=log
-        )
+        argv = command or [str(Path(sys.executable).parent / "statictrain-extender")]
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
     return proc, f"http://127.0.0.1:{port}"
 
 

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from extender_throughput import free_port, start_extender, wait  # bench/ sibling module
+from extender_throughput import start_extender, wait  # bench/ sibling module
 from kubernetes import client
 from statictrain import labels
 from statictrain.pricing import parse_catalog, shipped_catalog_text
@@ -186,7 +186,8 @@ class Replay:
                 log_path = self.workdir / f"extender-{name}-{key}.log"
                 if arm0.oracle:  # e's extender, scoring with the truth the pods run at
                     env[TRUTH_ENV] = json.dumps(self.truth)
-                    proc, base = _start_oracle_extender(self.cluster.kubeconfig, names, log_path, env)
+                    oracle = [sys.executable, "-m", "statictrain_extender.replay.oracle"]
+                    proc, base = start_extender(self.cluster.kubeconfig, names, log_path, env, oracle)
                 else:
                     proc, base = start_extender(self.cluster.kubeconfig, names, log_path, env)
                 procs.append(proc)
@@ -325,26 +326,6 @@ def _lags(created: dict[str, dict[str, float]], tasks: Any, speedup: float) -> d
     planned = {t.name: t.arrive_s / speedup for t in tasks if not t.prefilled}
     lags = [at - planned[n] for arm in created.values() for n, at in arm.items() if n in planned]
     return {"p50": quantile(lags, 0.5), "p99": quantile(lags, 0.99), "max": max(lags, default=None)}
-
-
-def _start_oracle_extender(
-    kubeconfig: Path, scheduler_names: str, log_path: Path, extra_env: dict[str, str]
-) -> tuple[subprocess.Popen[bytes], str]:
-    """As extender_throughput.start_extender, running replay/oracle.py's extender instead."""
-    port = free_port()
-    env = {
-        **os.environ,
-        **extra_env,
-        "KUBECONFIG": str(kubeconfig),
-        "STATICTRAIN_EXTENDER_HOST": "127.0.0.1",
-        "STATICTRAIN_EXTENDER_PORT": str(port),
-        "STATICTRAIN_EXTENDER_SCHEDULER_NAMES": scheduler_names,
-    }
-    with log_path.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "statictrain_extender.replay.oracle"], env=env, stdout=out, stderr=out
-        )
-    return proc, f"http://127.0.0.1:{port}"
 
 
 def _learned_figures(base: str) -> dict[str, Any]:

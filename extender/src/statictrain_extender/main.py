@@ -28,9 +28,10 @@ __all__ = ["main", "make_app", "tls_context"]
 log = logging.getLogger("statictrain_extender")
 
 
-def make_app(settings: ExtenderSettings) -> web.Application:
-    """The application with its background work: watches, and the step-time refresher when configured."""
-    state = ClusterState(speeds=SpeedEstimator(prior_samples=settings.prior_samples))
+def make_app(settings: ExtenderSettings, state: ClusterState | None = None) -> web.Application:
+    """The application with its background work: watches, and the step-time refresher when configured.
+    ``state``: the cluster state to serve (the replay's oracle seeds one); a fresh one by default."""
+    state = state or ClusterState(speeds=SpeedEstimator(prior_samples=settings.prior_samples))
     app = build_app(
         state,
         settings.scheduler_names,

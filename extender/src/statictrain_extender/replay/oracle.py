@@ -14,21 +14,19 @@ given as JSON ``{class: {family: relative throughput}}`` in ``STATICTRAIN_REPLAY
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import json
 import logging
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 
 import uvloop
 from aiohttp import web
-from prometheus_client import CollectorRegistry
 from statictrain import redact
 from statictrain.throughput import MEASURED, JobThroughput
 
-from ..kubewatch import api_client, start_event_writer, start_watches
-from ..server import build_app
+from ..main import make_app
 from ..settings import ExtenderSettings, SettingsError
 from ..speeds import ClassKey, class_key
 from ..state import ClusterState
@@ -59,32 +57,18 @@ def oracle_state(truth: Mapping[str, Mapping[str, float]], unknown_throughput: f
 
 
 def parse_truth(text: str) -> dict[str, dict[str, float]]:
-    raw = json.loads(text)
+    try:
+        raw = json.loads(text)
+    except ValueError as e:
+        raise ValueError(f"{TRUTH_ENV}: not JSON ({e}); give {{class: {{family: throughput}}}}") from None
     if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
         raise ValueError(f"{TRUTH_ENV}: expected a JSON object {{class: {{family: throughput}}}}")
     return {str(c): {str(f): float(v) for f, v in fams.items()} for c, fams in raw.items()}
 
 
 def make_oracle_app(settings: ExtenderSettings, truth: Mapping[str, Mapping[str, float]]) -> web.Application:
-    """main.make_app without the step-time refresher, its state seeded with the truth."""
-    state = oracle_state(truth)
-    app = build_app(
-        state,
-        settings.scheduler_names,
-        settings.weights,
-        CollectorRegistry(),
-        client_certificate_required=bool(settings.tls_client_ca_file),
-    )
-
-    async def background(app: web.Application) -> AsyncIterator[None]:
-        api = api_client(settings.kubeconfig)
-        stop = start_watches(api, state, asyncio.get_running_loop(), settings.watch_pods)
-        start_event_writer(api, state, stop)
-        yield
-        stop.set()
-
-    app.cleanup_ctx.append(background)
-    return app
+    """main.make_app with its state seeded with the truth, and no step-time refresher."""
+    return make_app(dataclasses.replace(settings, prometheus_url=""), oracle_state(truth))
 
 
 def main() -> None:
