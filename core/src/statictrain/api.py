@@ -208,11 +208,18 @@ class Progress(TypedDict, total=False):
     updated: Timestamp
 
 
+ChosenBy = Literal["spec", "autotune", "other"]
+"""Who chose the settings the workers run with (status.compile.chosenBy)."""
+
+
 class CompileStatus(TypedDict, total=False):
     seconds: str
     cacheHit: bool
     graphBreaks: int
     recompiles: int
+    settings: str
+    chosenBy: ChosenBy
+    autotuneSpeedup: str
 
 
 class ReadableCost(TypedDict, total=False):

@@ -40,7 +40,9 @@ PROFILES_DIR = "profiles"
 GPUS_DIR = "gpus"
 CACHE_STATUSES = ("hit", "miss_empty", "miss_other_environment", "load_failed", "no_artifacts", "unused", "off")
 """Values of StepRecord.cache_status (a sidecar labels any other value ``other``)."""
-MAX_STR_CHARS = 64
+SETTINGS_BY = ("spec", "autotune")
+"""Values of StepRecord.settings_by (a sidecar labels any other value ``other``)."""
+MAX_STR_CHARS = 96
 """Longest text field value accepted in a record."""
 MAX_COUNT = 2**53
 """Largest integer field value accepted: every whole number up to it is exact as a float."""
@@ -91,6 +93,14 @@ class StepRecord:
     (with one step in flight, two steps earlier in steady state; NaN before any), indexed by rank:
     from the step's start to the end of its last forward, before any gradient synchronization (so
     a slow rank stands out; waiting for it does not count). Empty when the trainer does not report it."""
+    settings: str = ""
+    """What the trainer runs with: compile mode @ per-rank batch + levers (``reduce-overhead@16+fp8``);
+    empty from older trainers."""
+    settings_by: str = ""
+    """Who chose them: ``spec`` (the job's spec as written) or ``autotune`` (the runtime's tuner)."""
+    autotune_speedup: float = math.nan
+    """The tuner's pick over its first trial (the spec's batch in default mode), in samples per second
+    measured by the tuner; NaN when not tuned or not known."""
     v: int = SCHEMA_VERSION
 
 

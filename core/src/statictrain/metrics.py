@@ -50,6 +50,8 @@ TRAIN_COMPILE_CACHE_STATUS = "statictrain_train_compile_cache_status"  # label s
 TRAIN_GRAPH_BREAKS = "statictrain_train_graph_breaks"
 TRAIN_RECOMPILES = "statictrain_train_recompiles"
 TRAIN_MFU_RATIO = "statictrain_train_mfu_ratio"
+TRAIN_SETTINGS_INFO = "statictrain_train_settings_info"  # 1, labels settings (mode@batch+levers), chosen_by
+TRAIN_AUTOTUNE_SPEEDUP = "statictrain_train_autotune_speedup"  # the tuner's pick over its first trial
 TRAIN_SECONDS_SINCE_LAST_STEP = "statictrain_train_seconds_since_last_step"
 TRAIN_RANK_STEP_SECONDS = "statictrain_train_rank_step_seconds"  # label rank: local seconds of the last step
 

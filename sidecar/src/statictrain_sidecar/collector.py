@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from statictrain import metrics
-from statictrain.channel import CACHE_STATUSES
+from statictrain.channel import CACHE_STATUSES, SETTINGS_BY
 from statictrain.cost import below_label
 
 from .nvml import GpuReading, GpuSampler, Value
@@ -253,6 +253,21 @@ class SidecarCollector(Collector):
             "Model FLOPs utilization estimate (0-1).",
             None if math.isnan(r.mfu) else r.mfu,
         )
+        if r.settings:
+            info = GaugeMetricFamily(
+                metrics.TRAIN_SETTINGS_INFO,
+                "1, labelled with what the trainer runs (compile mode@batch+levers) and who chose it "
+                "(spec, autotune; other: the trainer said something else).",
+                labels=self._labels("settings", "chosen_by"),
+            )
+            by = r.settings_by if r.settings_by in SETTINGS_BY else "other"
+            info.add_metric([*base, r.settings, by], 1.0)
+            yield info
+        yield from gauge(
+            metrics.TRAIN_AUTOTUNE_SPEEDUP,
+            "The autotuner's pick over its first trial (the spec's batch in default mode), samples/s as it measured.",
+            r.autotune_speedup if math.isfinite(r.autotune_speedup) else None,
+        )
         if r.rank_seconds:
             ranks = GaugeMetricFamily(
                 metrics.TRAIN_RANK_STEP_SECONDS,
@@ -317,6 +332,8 @@ EXPORTED_METRICS: tuple[str, ...] = (
     metrics.TRAIN_GRAPH_BREAKS,
     metrics.TRAIN_RECOMPILES,
     metrics.TRAIN_MFU_RATIO,
+    metrics.TRAIN_SETTINGS_INFO,
+    metrics.TRAIN_AUTOTUNE_SPEEDUP,
     metrics.TRAIN_SECONDS_SINCE_LAST_STEP,
     metrics.TRAIN_RANK_STEP_SECONDS,
 )

@@ -466,7 +466,8 @@ def test_progress_and_compile_reach_the_job_status(
     cluster: LocalCluster, namespace: str, crd: None, kube: tuple[HttpKube, Blocking]
 ) -> None:
     """ProgressSync (the progress part's pass, independent of cost) fills status.progress and
-    status.compile from a stand-in sidecar's metrics in the real Prometheus; kubectl shows the step."""
+    status.compile (what runs and who chose it too) from a stand-in sidecar's metrics in the real
+    Prometheus; kubectl shows the step."""
     name = "progress"
     body = {
         "apiVersion": labels.API_VERSION,
@@ -488,6 +489,8 @@ def test_progress_and_compile_reach_the_job_status(
     step_s = Histogram(metrics.TRAIN_STEP_SECONDS, "step time", PROGRESS_POD_LABELS, registry=reg)
     comp = Gauge(metrics.TRAIN_COMPILE_SECONDS, "compile", PROGRESS_POD_LABELS, registry=reg)
     hit = Gauge(metrics.TRAIN_COMPILE_CACHE_HIT, "cache hit", PROGRESS_POD_LABELS, registry=reg)
+    said = Gauge(metrics.TRAIN_SETTINGS_INFO, "settings", [*PROGRESS_POD_LABELS, "settings", "chosen_by"], registry=reg)
+    gain = Gauge(metrics.TRAIN_AUTOTUNE_SPEEDUP, "autotune speedup", PROGRESS_POD_LABELS, registry=reg)
     for pod in ("0", "1"):  # two workers (pods the API server lists), each reporting its own share of the tokens
         uid = worker_pod(cluster, namespace, name, f"{name}-{pod}")
         ids = (name, namespace, "c1", "t", f"{name}-{pod}", uid)
@@ -495,6 +498,8 @@ def test_progress_and_compile_reach_the_job_status(
         tps.labels(*ids).set(1000)
         comp.labels(*ids).set(30.5)
         hit.labels(*ids).set(1)
+        said.labels(*ids, "reduce-overhead@16+fp8", "autotune").set(1)
+        gain.labels(*ids).set(1.2423)
         for _ in range(10):
             step_s.labels(*ids).observe(0.5)
     port = free_port()
@@ -518,7 +523,13 @@ def test_progress_and_compile_reach_the_job_status(
         assert got["progress"]["tokensPerSecond"] == 2000
         assert got["progress"]["stepSeconds"] == "0.500"
         assert got["progress"]["etaSeconds"] == 440
-        assert got["compile"] == {"seconds": "30.500", "cacheHit": True}
+        assert got["compile"] == {  # the CRD keeps every field (a field it lacks would be pruned)
+            "seconds": "30.500",
+            "cacheHit": True,
+            "settings": "reduce-overhead@16+fp8",
+            "chosenBy": "autotune",
+            "autotuneSpeedup": "1.242",
+        }
         table = cluster.kubectl("get", labels.PLURAL, name, "-n", namespace).stdout
         assert "120" in table.splitlines()[1]
     finally:

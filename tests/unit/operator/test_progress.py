@@ -137,6 +137,27 @@ def test_compile_status_from_figures() -> None:
     assert progress.compile_status({}, KEY) is None
 
 
+def test_compile_status_says_what_runs_and_who_chose_it() -> None:
+    tuned = {**FIGURES, "autotune_speedup": {KEY: 1.2423}}
+    got = progress.compile_status(tuned, KEY, ("reduce-overhead@16+fp8", "autotune"))
+    assert got is not None
+    assert (got["settings"], got["chosenBy"], got["autotuneSpeedup"]) == ("reduce-overhead@16+fp8", "autotune", "1.242")
+    spec = progress.compile_status(tuned, KEY, ("default@8", "spec"))  # a speedup without the tuner is not shown
+    assert spec is not None and "autotuneSpeedup" not in spec and spec["chosenBy"] == "spec"
+
+
+def test_job_settings_keep_the_jobs_own_pods_and_the_crds_bounds() -> None:
+    pods = {
+        (*KEY, "p1"): ("default@16", "autotune"),
+        (*KEY, "p2"): ("x" * 500, "hacker"),
+        (*KEY, "evil"): ("aaa", "spec"),
+    }
+    got = progress.job_settings(pods, {KEY: frozenset({"p1", "p2"})})
+    assert got == {KEY: ("default@16", "autotune")}  # pods that disagree: the smallest, here the sane one
+    (label, by), = progress.job_settings({(*KEY, "p2"): ("x" * 500, "hacker")}, {KEY: frozenset({"p2"})}).values()
+    assert len(label) == progress.MAX_SETTINGS_CHARS and by == "other"
+
+
 def test_status_patch_writes_progress_and_compile_then_nothing_when_unchanged() -> None:
     patch = progress.status_patch(job(), FIGURES, NOW)
     assert patch is not None

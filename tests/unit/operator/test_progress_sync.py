@@ -33,15 +33,19 @@ class PerPodProm:
     """Answers each progress query with the given per-pod values (the queries group by pod_uid)."""
 
     def __init__(self, rows: list[tuple[str, str, str, dict[str, float]]],
-                 sidecars: list[dict[str, str]] | None = None) -> None:
+                 sidecars: list[dict[str, str]] | None = None, settings: list[dict[str, str]] | None = None) -> None:
         self.rows = rows
         self.names = {q: n for n, q in progress.queries(60).items()}
         self.sidecars = sidecars or []
         """Label sets of the scrape check's answer (one per sidecar)."""
+        self.settings = settings or []
+        """Label sets of the settings query's answer (one per pod)."""
 
     def query(self, query: str, at: float) -> list[Series]:
         if query == workerpods.SCRAPE_CHECK_QUERY:
             return [Series(lab, (Sample(at, 1.0),)) for lab in self.sidecars]
+        if query == progress.SETTINGS_QUERY:
+            return [Series(lab, (Sample(at, 1.0),)) for lab in self.settings]
         name = self.names[query]
         return [
             Series({"namespace": ns, "job_name": job, "pod_uid": uid}, (Sample(at, values[name]),))
@@ -61,14 +65,24 @@ def test_progress_comes_from_the_jobs_own_pods_only() -> None:
     own = pod(kube, "a", "victim-0", "victim")
     other = pod(kube, "a", "other-0", "other")  # another job's pod in the same namespace
     evil = pod(kube, "b", "evil-0", "victim")  # a pod labelled with the victim's name, in another namespace
-    mine = {"step": 120.0, "step_rate_sum": 1.0, "step_rate_count": 10.0, "tokens_per_second": 1000.0}
-    hostile = {"step": 999_999.0, "step_rate_sum": 300.0, "step_rate_count": 1.0, "tokens_per_second": 1e9}
-    prom = PerPodProm([("a", "victim", own, mine), ("a", "victim", other, hostile), ("a", "victim", evil, hostile)])
+    mine = {"step": 120.0, "step_rate_sum": 1.0, "step_rate_count": 10.0, "tokens_per_second": 1000.0,
+            "compile_seconds": 30.0, "autotune_speedup": 1.242}
+    hostile = {"step": 999_999.0, "step_rate_sum": 300.0, "step_rate_count": 1.0, "tokens_per_second": 1e9,
+               "compile_seconds": 1.0, "autotune_speedup": 0.001}
+    said = [{"namespace": "a", "job_name": "victim", "pod_uid": own, "settings": "reduce-overhead@16+fp8",
+             "chosen_by": "autotune"}]
+    said += [{"namespace": "a", "job_name": "victim", "pod_uid": uid, "settings": "a-" + "x" * 200,
+              "chosen_by": "me"} for uid in (other, evil)]
+    prom = PerPodProm([("a", "victim", own, mine), ("a", "victim", other, hostile), ("a", "victim", evil, hostile)],
+                      settings=said)
     sync = ProgressSync(kube, prom, 60, lambda: [job], lambda: NOW)  # kopf's index in the operator
     assert asyncio.run(sync.run_once()) == 1
     got: Any = asyncio.run(kube.get(port.STJ, "a", "victim"))
     figures = got["status"]["progress"]
     assert (figures["step"], figures["stepSeconds"], figures["tokensPerSecond"]) == (120, "0.100", 1000)
+    assert got["status"]["compile"] == {
+        "seconds": "30.000", "settings": "reduce-overhead@16+fp8", "chosenBy": "autotune", "autotuneSpeedup": "1.242"
+    }
     assert sync.ignored.seen == {("a", "victim", other), ("a", "victim", evil)}
 
 

@@ -70,6 +70,9 @@ def test_metrics_endpoint_exports_exactly_the_documented_names(sidecar: Sidecar,
                 compile_seconds=2.0,
                 mfu=0.3,
                 rank_seconds=(0.1,),
+                settings="default@8",
+                settings_by="autotune",
+                autotune_speedup=1.1,
             )
         )
         + "junk\n"

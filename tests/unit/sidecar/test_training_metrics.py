@@ -157,3 +157,19 @@ def test_rank_seconds_round_trip_the_channel_and_bad_ones_are_malformed() -> Non
     assert back.rank_seconds[0] == 0.05 and math.isnan(back.rank_seconds[1])
     with pytest.raises(MalformedRecord, match="rank_seconds"):
         decode('{"v": 1, "step": 1, "step_seconds": 1, "rank_seconds": "fast"}')
+
+
+def test_what_the_trainer_runs_and_who_chose_it_are_exported(rig: Any, tmp_path: Path) -> None:
+    r = rig(None, stats_dir=tmp_path)
+    write(tmp_path / "steps.jsonl", StepRecord(step=1, step_seconds=1.0))
+    assert r.value(metrics.TRAIN_SETTINGS_INFO, settings="", chosen_by="other") is None  # older trainer: absent
+    assert r.value(metrics.TRAIN_AUTOTUNE_SPEEDUP) is None
+    tuned = StepRecord(
+        step=2, step_seconds=0.5, settings="reduce-overhead@16+fp8", settings_by="autotune", autotune_speedup=1.242
+    )
+    write(tmp_path / "steps.jsonl", tuned)
+    assert r.value(metrics.TRAIN_SETTINGS_INFO, settings="reduce-overhead@16+fp8", chosen_by="autotune") == 1
+    assert r.value(metrics.TRAIN_AUTOTUNE_SPEEDUP) == 1.242
+    write(tmp_path / "steps.jsonl", StepRecord(step=3, step_seconds=0.5, settings="default@8", settings_by="me"))
+    assert r.value(metrics.TRAIN_SETTINGS_INFO, settings="default@8", chosen_by="other") == 1
+    assert r.value(metrics.TRAIN_AUTOTUNE_SPEEDUP) is None  # NaN: not tuned

@@ -10,6 +10,7 @@ from statictrain_trainer.autotune import (
     Candidate,
     FailureRecord,
     Outcome,
+    Report,
     choose,
     doubling,
     dropped_lever,
@@ -307,3 +308,16 @@ def test_a_hostile_record_file_is_ignored_and_never_written_through(tmp_path: Pa
     assert set(FailureRecord(cache, "k").known()) == {"c"}
     (cache / FailureRecord.FILE).write_bytes(b"[" * 200_000)
     assert FailureRecord(cache, "k").known() == {}
+
+
+def test_the_reports_speedup_is_the_pick_over_the_first_trial() -> None:
+    first, pick = Candidate("default", 8), Candidate("reduce-overhead", 16, fp8=True)
+    outcomes = (
+        Outcome(first, ok=True, samples_per_s=40.0),
+        Outcome(pick, ok=True, samples_per_s=50.0),
+        Outcome(Candidate("default", 16, chunked_loss=True), ok=True, samples_per_s=60.0, kept=False),
+    )
+    assert Report(pick, "", outcomes).speedup == 1.25
+    assert math.isnan(Report(first, "", (Outcome(first, ok=False, error="oom"),)).speedup)  # nothing measured
+    assert math.isnan(Report(first, "", ()).speedup)
+    assert pick.label == "reduce-overhead@16+fp8"

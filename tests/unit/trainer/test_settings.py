@@ -87,3 +87,10 @@ def test_bad_values_name_the_variable(env: dict[str, str], message: str) -> None
 )
 def test_local_world_size_sizes_this_pods_share(env: dict[str, str], want: int) -> None:
     assert settings_from_env({**BASE, **env}).local_world_size == want
+
+
+def test_the_label_names_what_runs_as_the_autotuner_does() -> None:
+    s = settings_from_env({**BASE, envvars.COMPILE_MODE: "reduce-overhead", envvars.FP8: "true",
+                           envvars.FP8_RECIPE: "rowwise", envvars.CHUNKED_LOSS: "true"})
+    assert s.label(16) == "reduce-overhead@16+chunked_loss+fp8_rowwise"
+    assert settings_from_env(BASE).label(8) == "default@8"

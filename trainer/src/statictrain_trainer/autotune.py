@@ -44,7 +44,7 @@ from statictrain import envvars
 
 from . import dirfiles
 from .errors import one_line
-from .settings import CompileMode, Fp8Recipe, TrainerSettings
+from .settings import CompileMode, Fp8Recipe, TrainerSettings, lever_names, settings_label
 
 log = logging.getLogger(__name__)
 
@@ -101,14 +101,11 @@ class Candidate:
 
     @property
     def levers(self) -> tuple[str, ...]:
-        names = [n for n in ("chunked_loss", "compile_optimizer") if getattr(self, n)]
-        if self.fp8:
-            names.append("fp8" if self.fp8_recipe == "tensorwise" else f"fp8_{self.fp8_recipe}")
-        return tuple(names)
+        return lever_names(self.chunked_loss, self.compile_optimizer, self.fp8, self.fp8_recipe)
 
     @property
     def label(self) -> str:
-        return f"{self.compile_mode}@{self.batch_size}" + "".join(f"+{n}" for n in self.levers)
+        return settings_label(self.compile_mode, self.batch_size, self.levers)
 
     def env(self) -> dict[str, str]:
         """The environment variables that select this candidate."""
@@ -169,6 +166,16 @@ class Report:
     """Every trial, in order."""
     notes: tuple[str, ...] = ()
     """Candidates not tried and why (levers measured slower, earlier failures)."""
+
+    @property
+    def speedup(self) -> float:
+        """The pick's samples/s over the first trial's (the spec's batch in default mode); NaN when the
+        first trial or the pick was not measured."""
+        first = self.outcomes[0] if self.outcomes else None
+        picked = [o.samples_per_s for o in self.outcomes if o.ok and o.kept and o.candidate == self.chosen]
+        if first is None or not first.ok or not picked or not first.samples_per_s > 0:
+            return math.nan
+        return max(picked) / first.samples_per_s
 
     def to_json(self) -> dict[str, Any]:
         """Plain JSON (NaN written as null)."""

@@ -518,4 +518,7 @@ class Trainer:
             world_size=self.ctx.world_size,
             time=self.wall_clock(),
             rank_seconds=rank_seconds,
+            settings=self.settings.label(self.batch_size),
+            settings_by="autotune" if self.settings.autotune else "spec",
+            autotune_speedup=self.settings.autotune_speedup,
         )

@@ -49,7 +49,7 @@ def _autotune(
 ) -> TrainerSettings:
     """Rank 0 searches mode and batch on its device; with DDP all ranks then measure bucket sizes."""
     t0 = time.perf_counter()
-    choice: list[object] = [None]
+    choice: list[object] = [None, math.nan]
     report_json: dict[str, object] = {}
     if ctx.is_main:
         support = levers.probe(ctx.device, workload.hidden_and_head is not None)
@@ -67,11 +67,11 @@ def _autotune(
         )
         log.info("autotune: %s", report.reason)
         report_json = report.to_json()
-        choice = [report.chosen]
+        choice = [report.chosen, report.speedup]
     if ctx.distributed:
         dist.broadcast_object_list(choice, src=0)
-    picked = choice[0]
-    assert isinstance(picked, Candidate)
+    picked, speedup = choice
+    assert isinstance(picked, Candidate) and isinstance(speedup, float)
     settings = dataclasses.replace(
         settings,
         compile_mode=picked.compile_mode,
@@ -80,6 +80,7 @@ def _autotune(
         compile_optimizer=picked.compile_optimizer,
         fp8=picked.fp8,
         fp8_recipe=picked.fp8_recipe,
+        autotune_speedup=speedup,
     )
     if ctx.distributed:
         left = settings.autotune_budget_s - (time.perf_counter() - t0)

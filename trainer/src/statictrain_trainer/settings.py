@@ -103,6 +103,27 @@ class TrainerSettings:
     """Number of ranks (torchrun's WORLD_SIZE)."""
     local_world_size: int = 1
     """Ranks on this node, i.e. in this pod (torchrun's LOCAL_WORLD_SIZE)."""
+    autotune_speedup: float = math.nan
+    """Set by the autotuner, not read from the environment: its pick's samples/s over its first trial's
+    (the spec's batch in default mode); NaN when not tuned or not known."""
+
+    def label(self, batch_size: int) -> str:
+        """What runs, as the autotuner names candidates: ``reduce-overhead@16+fp8``."""
+        levers = lever_names(self.chunked_loss, self.compile_optimizer, self.fp8, self.fp8_recipe)
+        return settings_label(self.compile_mode, batch_size, levers)
+
+
+def lever_names(chunked_loss: bool, compile_optimizer: bool, fp8: bool, fp8_recipe: str) -> tuple[str, ...]:
+    """The levers on, in a fixed order, by the autotuner's names (pure)."""
+    names = [n for n, on in (("chunked_loss", chunked_loss), ("compile_optimizer", compile_optimizer)) if on]
+    if fp8:
+        names.append("fp8" if fp8_recipe == "tensorwise" else f"fp8_{fp8_recipe}")
+    return tuple(names)
+
+
+def settings_label(mode: str, batch_size: int, levers: tuple[str, ...]) -> str:
+    """``mode@batch+lever+...`` (pure)."""
+    return f"{mode}@{batch_size}" + "".join(f"+{n}" for n in levers)
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -74,6 +74,7 @@ _COMBINE: dict[str, Callable[[Iterable[float]], float]] = {
     "compile_cache_hit": min,
     "graph_breaks": max,
     "recompiles": max,
+    "autotune_speedup": min,
 }
 """How the pods of one job combine: the step is the furthest any pod reached, tokens per second add up
 (each pod reports its own share), step time is the sum of the pods' step seconds over the sum of their
@@ -102,7 +103,32 @@ def queries(rate_window_s: float) -> dict[str, str]:
         "compile_cache_hit": f"min {_BY} ({selector(metrics.TRAIN_COMPILE_CACHE_HIT)})",
         "graph_breaks": f"max {_BY} ({selector(metrics.TRAIN_GRAPH_BREAKS)})",
         "recompiles": f"max {_BY} ({selector(metrics.TRAIN_RECOMPILES)})",
+        "autotune_speedup": f"min {_BY} ({selector(metrics.TRAIN_AUTOTUNE_SPEEDUP)})",
     }
+
+
+SETTINGS_QUERY = f"max by ({', '.join(BY)}, settings, chosen_by) ({selector(metrics.TRAIN_SETTINGS_INFO)})"
+"""What each pod's trainer runs with (labels settings and chosen_by): :func:`job_settings` reads it."""
+MAX_SETTINGS_CHARS = 96
+"""status.compile.settings' maxLength in the CRD (the channel's MAX_STR_CHARS: a trainer cannot say more)."""
+Settings = tuple[str, api.ChosenBy]
+"""(settings, chosen_by) as the sidecar labels them: ``reduce-overhead@16+fp8``, ``autotune``."""
+
+
+def job_settings(
+    pods: Mapping[SeriesKey, tuple[str, str]], uids: Mapping[JobKey, frozenset[str]]
+) -> dict[JobKey, Settings]:
+    """The settings each job's own pods run with (as :func:`job_figures`, only its listed pods count).
+    Rank 0 chooses for every pod, so they agree; while they do not (pods of two attempts) the
+    smallest is shown."""
+    out: dict[JobKey, Settings] = {}
+    for (ns, job, uid), (label, by) in pods.items():
+        key = (ns, job)
+        chosen: api.ChosenBy = "spec" if by == "spec" else "autotune" if by == "autotune" else "other"
+        value = (label[:MAX_SETTINGS_CHARS], chosen)  # within the CRD's bounds
+        if uid in uids.get(key, frozenset()) and (key not in out or value < out[key]):
+            out[key] = value
+    return out
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -133,7 +159,15 @@ def job_figures(
     combined = {name: {k: _COMBINE[name](vs) for k, vs in per_job.items()} for name, per_job in kept.items()}
     out: dict[str, dict[JobKey, float]] = {
         n: combined.get(n, {})
-        for n in ("step", "tokens_per_second", "compile_seconds", "compile_cache_hit", "graph_breaks", "recompiles")
+        for n in (
+            "step",
+            "tokens_per_second",
+            "compile_seconds",
+            "compile_cache_hit",
+            "graph_breaks",
+            "recompiles",
+            "autotune_speedup",
+        )
     }
     for target, (num, den) in (
         ("step_seconds", ("step_rate_sum", "step_rate_count")),
@@ -165,8 +199,9 @@ def report_of(figures: Figures, key: JobKey, total_steps: int | None) -> Report 
     )
 
 
-def compile_status(figures: Figures, key: JobKey) -> api.CompileStatus | None:
-    """status.compile from the figures; None when the workers have not reported a compile yet."""
+def compile_status(figures: Figures, key: JobKey, settings: Settings | None = None) -> api.CompileStatus | None:
+    """status.compile from the figures and the settings the pods run with; None when the workers have
+    not reported a compile yet."""
     seconds = _value(figures, "compile_seconds", key)
     if seconds is None:
         return None
@@ -178,10 +213,17 @@ def compile_status(figures: Figures, key: JobKey) -> api.CompileStatus | None:
         v = _value(figures, name, key)
         if v is not None:
             out[field] = int(v)  # type: ignore[literal-required]
+    if settings is not None:
+        out["settings"], out["chosenBy"] = settings
+        speedup = _value(figures, "autotune_speedup", key)
+        if settings[1] == "autotune" and speedup is not None:
+            out["autotuneSpeedup"] = f"{speedup:.3f}"
     return out
 
 
-def status_patch(job: Mapping[str, Any], figures: Figures, now: datetime) -> dict[str, Any] | None:
+def status_patch(
+    job: Mapping[str, Any], figures: Figures, now: datetime, settings: Mapping[JobKey, Settings] | None = None
+) -> dict[str, Any] | None:
     """{"progress": ..., "compile": ...} for the job, or None when nothing changed (or nothing is known).
 
     Finished jobs keep the progress they ended with.
@@ -199,7 +241,7 @@ def status_patch(job: Mapping[str, Any], figures: Figures, now: datetime) -> dic
         old = {k: v for k, v in (current.get("progress") or {}).items() if k != "updated"}
         if {k: v for k, v in new.items() if k != "updated"} != old:
             patch["progress"] = new
-    comp = compile_status(figures, key)
+    comp = compile_status(figures, key, (settings or {}).get(key))
     if comp is not None and comp != current.get("compile"):
         patch["compile"] = comp
     return patch or None

@@ -78,6 +78,20 @@ class ProgressSync:
                 self.ignored.note(key, claimed, uids.get(key, frozenset()))
         return figures
 
+    def settings(
+        self, at: float, uids: dict[progress.JobKey, frozenset[str]]
+    ) -> dict[progress.JobKey, progress.Settings]:
+        """What each job's own pods run with (compile mode@batch+levers, and who chose it)."""
+        pods = {
+            (s.labels.get("namespace", ""), s.labels.get("job_name", ""), s.labels.get(workerpods.POD_UID, "")): (
+                s.labels.get("settings", ""),
+                s.labels.get("chosen_by", ""),
+            )
+            for s in self.prom.query(progress.SETTINGS_QUERY, at)
+            if s.samples
+        }
+        return progress.job_settings(pods, uids)
+
     def check_scrape(self, at: float, uids: dict[progress.JobKey, frozenset[str]], keys: set[progress.JobKey]) -> None:
         """How the jobs' listed pods' sidecars were scraped: warn once per kind of problem, set the gauge.
 
@@ -104,10 +118,11 @@ class ProgressSync:
         )
         uids = workerpods.worker_uids(pod for pods in listed for pod in pods)
         figures = await asyncio.to_thread(self.figures, now.timestamp(), uids, keys)
+        settings = await asyncio.to_thread(self.settings, now.timestamp(), uids)
         await asyncio.to_thread(self.check_scrape, now.timestamp(), uids, keys)
         written = 0
         for job in jobs:
-            patch = progress.status_patch(job, figures, now)
+            patch = progress.status_patch(job, figures, now, settings)
             if patch is not None and await self.writer.write(job, patch, now=now):
                 written += 1
         return written
