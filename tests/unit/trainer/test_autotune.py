@@ -321,3 +321,16 @@ def test_the_reports_speedup_is_the_pick_over_the_first_trial() -> None:
     assert math.isnan(Report(first, "", (Outcome(first, ok=False, error="oom"),)).speedup)  # nothing measured
     assert math.isnan(Report(first, "", ()).speedup)
     assert pick.label == "reduce-overhead@16+fp8"
+
+
+def test_a_timeout_that_finishes_on_retry_is_forgotten(tmp_path: Path) -> None:
+    record = FailureRecord(tmp_path, "m|torch|gpu")
+    slow = Candidate("default", 8)
+    record.add(Outcome(slow, ok=False, error="timed out after 68 s", limit_s=68.0))
+    record.add(Outcome(Candidate("max-autotune", 8), ok=False, error="crashed (exit 1)"))
+    assert skip_reason(record.known(), slow, 60.0) is not None  # a later job with a small budget skips it
+    record.add(Outcome(slow, ok=True, samples_per_s=46.9, limit_s=480.0))  # retried under a larger limit
+    assert set(record.known()) == {"max-autotune@8"}  # the crash stays; the timeout is gone
+    assert skip_reason(record.known(), slow, 60.0) is None
+    record.add(Outcome(Candidate("default", 16), ok=True, samples_per_s=48.0))  # never failed: nothing written
+    assert set(record.known()) == {"max-autotune@8"}

@@ -196,9 +196,10 @@ class FailureRecord:
     """Candidates that crashed, ran out of memory or timed out, per (model, torch, GPU), in one JSON file.
 
     A recorded crash or out-of-memory is not retried; a recorded timeout is retried only with a
-    limit at least RETRY_FACTOR times the one it timed out under. A file that cannot be read (not JSON,
-    larger than MAX_BYTES, a link or not a plain file: it may sit in the shared compile cache) is treated
-    as empty (logged), never fatal; it is replaced atomically and never written through a link.
+    limit at least RETRY_FACTOR times the one it timed out under, and forgotten once it finishes. A
+    file that cannot be read (not JSON, larger than MAX_BYTES, a link or not a plain file: it may sit in
+    the shared compile cache) is treated as empty (logged), never fatal; it is replaced atomically and
+    never written through a link.
     """
 
     RETRY_FACTOR = 1.5
@@ -231,12 +232,18 @@ class FailureRecord:
         return {label: e for label, e in entry.items() if isinstance(e, dict)}
 
     def add(self, outcome: Outcome) -> None:
-        if self.directory is None or not outcome.recordable:
+        """Record a failure; a candidate that finished (a timeout retried under a larger limit) is
+        forgotten, so later jobs with a smaller budget try it again."""
+        label = outcome.candidate.label
+        if self.directory is None or not (outcome.recordable or (outcome.ok and label in self.known())):
             return
         data = self._load()
         if not isinstance(data.get(self.key), dict):
             data[self.key] = {}
-        data[self.key][outcome.candidate.label] = {"error": outcome.error, "limit_s": outcome.limit_s}
+        if outcome.ok:
+            data[self.key].pop(label, None)
+        else:
+            data[self.key][label] = {"error": outcome.error, "limit_s": outcome.limit_s}
         try:
             with dirfiles.opened(self.directory, create=True) as fd, dirfiles.atomic_write(fd, self.FILE) as f:
                 f.write(json.dumps(data, indent=1, sort_keys=True).encode())
