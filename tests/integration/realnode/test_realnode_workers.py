@@ -71,6 +71,10 @@ def test_tiny_job_succeeds_by_itself_as_non_root_and_is_scraped(
     cost = wait_for(lambda: ((kube.get("stj", "tiny") or {}).get("status") or {}).get("cost", {}).get("steps"),
                     "status.cost filled from Prometheus", timeout=120)
     assert int(cost) > 0
+    # What the trainer ran with, and who chose it (the spec: compile mode none), scraped with the steps.
+    said = HttpPrometheus(cluster.prometheus_url).query(
+        f'last_over_time({metrics.TRAIN_SETTINGS_INFO}{{namespace="{kube.ns}",job_name="tiny"}}[10m])', time.time())
+    assert [(s.labels["settings"].split("@")[0], s.labels["chosen_by"]) for s in said] == [("none", "spec")], said
 
 
 def test_bad_entrypoint_fails_the_job_at_once_with_exit_42(
