@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from statictrain import api, metrics
+from statictrain import api, channel, metrics
 from statictrain.conditions import timestamp
 from statictrain.promql import range_duration, selector
 
@@ -109,8 +109,8 @@ def queries(rate_window_s: float) -> dict[str, str]:
 
 SETTINGS_QUERY = f"max by ({', '.join(BY)}, settings, chosen_by) ({selector(metrics.TRAIN_SETTINGS_INFO)})"
 """What each pod's trainer runs with (labels settings and chosen_by): :func:`job_settings` reads it."""
-MAX_SETTINGS_CHARS = 96
-"""status.compile.settings' maxLength in the CRD (the channel's MAX_STR_CHARS: a trainer cannot say more)."""
+MAX_SETTINGS_CHARS = channel.MAX_STR_CHARS
+"""status.compile.settings' maxLength in the CRD: the longest text a trainer can say on the channel."""
 Settings = tuple[str, api.ChosenBy]
 """(settings, chosen_by) as the sidecar labels them: ``reduce-overhead@16+fp8``, ``autotune``."""
 
