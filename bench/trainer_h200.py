@@ -349,6 +349,17 @@ PARITY_FP8: tuple[tuple[str, dict[str, str]], ...] = (
 """Run too where this machine supports float8 training (else its reason goes to parity.not_run)."""
 
 
+def pick_option(out: dict[str, Any]) -> tuple[str, dict[str, str]] | None:
+    """The tuner's pick (this call's or an earlier call's, from --out) as a parity option at the parity
+    batch: its compile mode and levers together, as the tuner would run them (pure)."""
+    label = out.get("autotuned_choice")
+    if not isinstance(label, str):
+        return None
+    candidate = Candidate.parse(label)
+    env = {k: v for k, v in candidate.env().items() if k != envvars.BATCH_SIZE}
+    return f"pick:{candidate.label}", env
+
+
 def parity_verdict(eager: dict[str, float], options: dict[str, float]) -> dict[str, Any]:
     """Each option's final loss against the band the bf16 eager runs span (pure).
 
@@ -368,6 +379,12 @@ def parity_verdict(eager: dict[str, float], options: dict[str, float]) -> dict[s
     }
 
 
+def parity_key(args: argparse.Namespace) -> str:
+    """Where the parity phase writes (its command, its machine): ``parity``, or ``parity_pick`` for a part
+    (--parity-options), beside the whole run's."""
+    return "_".join(("parity", *args.parity_options))
+
+
 def phase_parity(args: argparse.Namespace, work: Path, out: dict[str, Any], gpu: int | None = None) -> None:
     """Final loss of each compile mode the tuner may pick against the band of bf16 eager runs."""
     entry = args.parity_entrypoint or args.entrypoint.rsplit(":", 1)[0] + ":build_chain"
@@ -375,7 +392,12 @@ def phase_parity(args: argparse.Namespace, work: Path, out: dict[str, Any], gpu:
                   for i in range(args.parity_eager_seeds)]  # fmt: skip
     eager_runs.append(("eager_seed0_again", {envvars.COMPILE_MODE: "none", envvars.SEED: "0"}))
     fp8_why = fp8_unsupported_here(args)
-    modes = (*PARITY_MODES, *(() if fp8_why else PARITY_FP8))
+    pick = pick_option(out)
+    modes = tuple(
+        (name, over)
+        for name, over in (*PARITY_MODES, *(() if fp8_why else PARITY_FP8), *((pick,) if pick else ()))
+        if not args.parity_options or name.split(":")[0] in args.parity_options
+    )
     runs: dict[str, dict[str, Any]] = {}
     for name, over in (*eager_runs, *modes):
         env = {
@@ -394,14 +416,16 @@ def phase_parity(args: argparse.Namespace, work: Path, out: dict[str, Any], gpu:
 
     eager = {n: final(runs[n]) for n, _ in eager_runs}
     options = {n: final(runs[n]) for n, _ in modes}
-    out["parity"] = {
+    out[parity_key(args)] = {
         "workload": entry,
         "steps": args.parity_steps,
         "batch": args.parity_batch,
         "loss_first": runs["eager_seed0"]["losses"][0],
         "final_loss_mean_of_last_steps": tail,
         **parity_verdict(eager, options),
-        "not_run": {n: fp8_why for n, _ in PARITY_FP8} if fp8_why else {},
+        "not_run": {n: fp8_why for n, _ in PARITY_FP8 if not args.parity_options or n in args.parity_options}
+        if fp8_why
+        else {},
         "fp8_ran_as_fp8": {n: runs[n]["levers"]["fp8"] for n, _ in modes if "fp8" in n},
     }
 
@@ -471,6 +495,11 @@ def main() -> int:
     p.add_argument("--parity-steps", type=int, default=200)
     p.add_argument("--parity-batch", type=int, default=8)
     p.add_argument("--parity-eager-seeds", type=int, default=3, help="bf16 eager runs (seeds 0..N-1) for the band")
+    p.add_argument(
+        "--parity-options", nargs="*", default=[],
+        help="run only these options beside the eager band: default, reduce-overhead, default+fp8, pick "
+        "(the tuner's pick from this call or --out; default: all); written under parity_<options>",
+    )  # fmt: skip
     p.add_argument("--parity-entrypoint", default="", help="default: the entrypoint's module, function build_chain")
     p.add_argument("--workdir", type=Path, default=None, help="keep trial logs here (default: a temp dir)")
     args = p.parse_args()
@@ -511,14 +540,15 @@ def main() -> int:
             if beside.is_alive():
                 beside_out["parity_error"] = "not finished before the --deadline-s"
             out.update(beside_out)
-            out.setdefault("commands", {})["parity"] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+            out.setdefault("commands", {})[parity_key(args)] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
         print(f"phase {name}: {time.perf_counter() - t0:.0f} s", flush=True)
+        key = parity_key(args) if name == "parity" else name
         commands = out.setdefault("commands", {})
-        commands[name] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
+        commands[key] = "python " + " ".join(shlex.quote(a) for a in sys.argv)
         out["command"] = "; ".join(f"[{k}] {v}" for k, v in commands.items())
         out["torch"] = torch.__version__
         out["gpu"] = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-        out.setdefault("machines", {})[name] = machine()
+        out.setdefault("machines", {})[key] = machine()
         out["entrypoint"] = args.entrypoint
         out["precision"] = args.precision
         out["model"] = args.model

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One device call of bench/trainer_h200.py (see its docstring): SETUP, then the named call.
-#   bash bench/trainer_h200_device.sh setup | llama | llama-autotune | llama-parity | gpt2 | profile   (setup: only SETUP, a check)
+#   bash bench/trainer_h200_device.sh setup | llama | llama-autotune | llama-parity | gpt2 | profile | gpt2-ab | picks-parity
+#   (setup: only SETUP, a check)
 # Needs the torchao wheel in .whl/ (carry: [".whl"]); writes everything under $OUT.
 set -uo pipefail
-call=${1:?usage: bench/trainer_h200_device.sh llama|llama-parity|gpt2|profile}
+call=${1:?usage: bench/trainer_h200_device.sh llama|llama-autotune|llama-parity|gpt2|profile|gpt2-ab|picks-parity}
 : "${OUT:?OUT must be set (the device machine sets it)}"
-case $call in setup|llama|llama-autotune|llama-parity|gpt2|profile) ;; *) echo "unknown call $call: llama, llama-autotune, llama-parity, gpt2 or profile" >&2; exit 2 ;; esac
+case $call in setup|llama|llama-autotune|llama-parity|gpt2|profile|gpt2-ab|picks-parity) ;; *) echo "unknown call $call: llama, llama-autotune, llama-parity, gpt2, profile, gpt2-ab or picks-parity" >&2; exit 2 ;; esac
 wheel=$(ls .whl/torchao-0.18.0-*.whl 2>/dev/null | head -1)
 [ -n "$wheel" ] || { echo "no .whl/torchao-0.18.0-*.whl: run with carry [\".whl\"]" >&2; exit 2; }
 python -m pip install -q --no-index --no-deps --target /tmp/ao "$wheel" || python -m zipfile -e "$wheel" /tmp/ao
@@ -27,6 +28,22 @@ case $call in
            --workdir /tmp/bl > "$OUT/llama-parity.log" 2>&1 ;;
   gpt2) bench --model gpt2 --phase single autotune parity --autotune-budget 330 --deadline-s 510 --workdir /tmp/bg \
            > "$OUT/gpt2.log" 2>&1 ;;
+  gpt2-ab)  # GPT-2 at batch 16/64/128: inductor's coordinate-descent tuning and the flash backend, each on or off
+    for v in "none 16 0 auto" "default 16 0 auto" "default 16 1 auto" "default 16 0 flash" "default 64 0 auto" \
+             "default 64 1 auto" "default 128 0 auto"; do
+      set -- $v; n=ab-gpt2-$1-$2-cd$3-$4
+      STATICTRAIN_ENTRYPOINT=statictrain_trainer.examples.gpt2:build STATICTRAIN_COMPILE_MODE=$1 STATICTRAIN_BATCH_SIZE=$2 \
+      STATICTRAIN_PRECISION=bf16 STATICTRAIN_ATTENTION=$4 TORCHINDUCTOR_COORDINATE_DESCENT_TUNING=$3 \
+      TORCHINDUCTOR_CACHE_DIR=/tmp/$n TRITON_CACHE_DIR=/tmp/$n-triton timeout 150 python -m statictrain_trainer.trial \
+        --result "$OUT/$n.json" --steps 30 --warmup 8 > "$OUT/$n.log" 2>&1
+      echo "$n: exit $? $(python -c 'import json,sys; d=json.load(open(sys.argv[1])); print(round(d["tokens_per_s"]), round(d["mfu"], 4), round(d["time_to_first_step_seconds"], 1))' "$OUT/$n.json" 2>&1 | tail -1)"
+    done | tee "$OUT/gpt2-ab.log" ;;
+  picks-parity)  # each model's autotuned pick (mode and levers together) against its bf16 eager band
+    timeout 270 python bench/trainer_h200.py --model gpt2 --phase parity --parity-options pick --parity-eager-seeds 2 \
+      --workdir /tmp/bg "${common[@]}" > "$OUT/gpt2-pick-parity.log" 2>&1
+    echo "gpt2 pick parity: exit $?"
+    timeout 290 python bench/trainer_h200.py --model llama --phase parity --parity-options pick --parity-steps 100 \
+      --parity-batch 4 --parity-eager-seeds 2 --workdir /tmp/bl "${common[@]}" > "$OUT/llama-pick-parity.log" 2>&1 ;;
   profile)
     for v in "llama bf16 false" "llama fp8 true" "gpt2 bf16 false" "gpt2 fp8 true"; do
       set -- $v

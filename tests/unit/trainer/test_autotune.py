@@ -5,6 +5,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from statictrain_trainer.autotune import (
     Autotuner,
     Candidate,
@@ -17,6 +19,7 @@ from statictrain_trainer.autotune import (
     error_from_stderr,
     skip_reason,
 )
+from statictrain_trainer.settings import COMPILE_MODES
 
 
 class FakeClock:
@@ -334,3 +337,24 @@ def test_a_timeout_that_finishes_on_retry_is_forgotten(tmp_path: Path) -> None:
     assert skip_reason(record.known(), slow, 60.0) is None
     record.add(Outcome(Candidate("default", 16), ok=True, samples_per_s=48.0))  # never failed: nothing written
     assert set(record.known()) == {"max-autotune@8"}
+
+
+@given(
+    mode=st.sampled_from(COMPILE_MODES),
+    batch=st.integers(1, 4096),
+    chunked=st.booleans(),
+    compiled_opt=st.booleans(),
+    fp8=st.sampled_from(["", "tensorwise", "rowwise"]),
+)
+def test_parse_is_the_inverse_of_label(mode, batch, chunked, compiled_opt, fp8) -> None:
+    c = Candidate(mode, batch, chunked, compiled_opt, fp8=bool(fp8), fp8_recipe=fp8 or "tensorwise")
+    assert Candidate.parse(c.label) == c
+
+
+@pytest.mark.parametrize(
+    "label", ["", "default", "default@", "default@0", "fast@8", "default@8+fp9", "default@8+fp8+fp8",
+              "default@8+fp8+chunked_loss", "default@8+fp8+fp8_rowwise", "default@-1"],
+)  # fmt: skip
+def test_parse_refuses_what_label_never_writes(label) -> None:
+    with pytest.raises(ValueError, match=r"mode@batch|levers must be"):
+        Candidate.parse(label)

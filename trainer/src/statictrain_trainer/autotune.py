@@ -44,7 +44,7 @@ from statictrain import envvars
 
 from . import dirfiles
 from .errors import one_line
-from .settings import CompileMode, Fp8Recipe, TrainerSettings, lever_names, settings_label
+from .settings import COMPILE_MODES, CompileMode, Fp8Recipe, TrainerSettings, lever_names, settings_label
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +106,29 @@ class Candidate:
     @property
     def label(self) -> str:
         return settings_label(self.compile_mode, self.batch_size, self.levers)
+
+    @classmethod
+    def parse(cls, label: str) -> Candidate:
+        """The candidate a ``label`` names (``reduce-overhead@16+fp8``, as ``label`` writes it); ValueError
+        saying what is wrong (pure)."""
+        head, *levers = label.split("+")
+        mode, _, batch = head.partition("@")
+        if mode not in COMPILE_MODES or not (batch.isascii() and batch.isdigit()) or int(batch) < 1:
+            raise ValueError(f"{label!r} is not mode@batch[+lever...] with a mode of {', '.join(COMPILE_MODES)}")
+        rowwise = "fp8_rowwise" in levers
+        candidate = cls(
+            mode,
+            int(batch),
+            chunked_loss="chunked_loss" in levers,
+            compile_optimizer="compile_optimizer" in levers,
+            fp8="fp8" in levers or rowwise,
+            fp8_recipe="rowwise" if rowwise else "tensorwise",
+        )
+        if candidate.label != label:
+            raise ValueError(
+                f"{label!r}: levers must be distinct, in the order chunked_loss, compile_optimizer, fp8|fp8_rowwise"
+            )
+        return candidate
 
     def env(self) -> dict[str, str]:
         """The environment variables that select this candidate."""
