@@ -5,12 +5,14 @@ kubelet pod-resources mapping on, the pod the GPU is allocated to by ``pod``, ``
 ``container``. Its fields come in DCGM's units: DCGM_FI_DEV_GPU_UTIL in percent, DCGM_FI_DEV_FB_USED in MiB,
 DCGM_FI_DEV_POWER_USAGE in W, DCGM_FI_PROF_GR_ENGINE_ACTIVE as a ratio; statictrain's figures are ratios,
 bytes and watts. Cost accounting reads the utilization (the one GPU figure it prices), converted to a
-ratio; ``container``, ``modelName`` and ``Hostname`` are not needed to attribute a series, and power and
-framebuffer are read by nothing yet (the anomaly detector reads the sidecars' series only).
+ratio; the anomaly detector reads it too, with the power (:data:`POWER_METRIC`) and the framebuffer in use
+(:data:`FB_USED_METRIC`, in bytes: :data:`FB_USED_FACTOR`). ``container``, ``modelName`` and ``Hostname``
+are not needed to attribute a series.
 
 :func:`attribute` maps one series to the worker pod whose lifetime holds each sample, by namespace and pod
 name (dcgm-exporter has no pod UID); a series it cannot attribute is ignored with a reason
-(:data:`IGNORED_REASONS`), never given to another pod.
+(:data:`IGNORED_REASONS`), never given to another pod. :func:`attribute_all` does it for many series, per
+pod UID and GPU, counting the ignored ones.
 
 Settings: ``STATICTRAIN_DCGM_<FIELD>`` (chart values ``dcgm.*``).
 """
@@ -18,25 +20,31 @@ Settings: ``STATICTRAIN_DCGM_<FIELD>`` (chart values ``dcgm.*``).
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from statictrain import envconfig
+from statictrain import envconfig, metrics
 from statictrain.counters import Sample
 
 __all__ = [
     "ENV_PREFIX",
+    "FB_USED_FACTOR",
+    "FB_USED_METRIC",
     "IGNORED_REASONS",
     "NOT_A_WORKER",
     "NO_GPU_LABEL",
     "NO_POD_LABELS",
     "OUTSIDE_POD_LIFETIME",
+    "POWER_METRIC",
     "SOURCES",
     "UNITS",
     "DcgmSettings",
     "Lifetime",
+    "Pod",
     "attribute",
+    "attribute_all",
 ]
 
 ENV_PREFIX = "STATICTRAIN_DCGM_"
@@ -45,6 +53,11 @@ SOURCES = ("sidecar", "dcgm", "auto")
 dcgm-exporter for the pods whose sidecar exports no GPU series."""
 UNITS = {"percent": 0.01, "ratio": 1.0}
 """Utilization units and their factor to a ratio."""
+POWER_METRIC = metrics.DCGM_POWER_USAGE
+"""The board's power draw, in watts (the sidecar's statictrain_gpu_power_watts)."""
+FB_USED_METRIC = metrics.DCGM_FB_USED
+"""Framebuffer in use, in MiB (the sidecar's statictrain_gpu_memory_used_bytes, times FB_USED_FACTOR)."""
+FB_USED_FACTOR = 2.0**20
 
 NO_POD_LABELS = "no-pod-labels"
 """The series has no (or an empty) pod or namespace label: the GPU is not allocated to a pod, or the
@@ -122,6 +135,15 @@ class Lifetime(Protocol):
     def finished(self) -> float | None: ...
 
 
+class Pod(Lifetime, Protocol):
+    """A worker pod by name and lifetime (statictrain.cost.PodInfo and the operator's WorkerPod are)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+
+
 def _alive(pod: Lifetime, t: float) -> bool:
     return pod.started is not None and pod.started <= t and (pod.finished is None or t < pod.finished)
 
@@ -157,3 +179,26 @@ def attribute(
     if not out:
         return {}, "", OUTSIDE_POD_LIFETIME
     return out, gpu, ""
+
+
+def attribute_all(
+    series: Iterable[tuple[Mapping[str, str], Sequence[Sample]]],
+    pods: Iterable[Pod],
+    settings: DcgmSettings,
+    scale: float = 1.0,
+) -> tuple[dict[str, dict[str, list[Sample]]], dict[str, list[Mapping[str, str]]]]:
+    """Many dcgm-exporter series (labels, samples) -> pod UID -> GPU -> its samples times ``scale`` (in time
+    order: several series of one GPU, e.g. two containers of it, are merged), and per reason the labels of the
+    series that were ignored."""
+    by_name: dict[tuple[str, str], list[Pod]] = defaultdict(list)
+    for p in pods:
+        by_name[(p.namespace, p.name)].append(p)
+    out: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
+    ignored: dict[str, list[Mapping[str, str]]] = defaultdict(list)
+    for labels, samples in series:
+        owned, gpu, reason = attribute(labels, samples, by_name, settings, scale)
+        if reason:
+            ignored[reason].append(labels)
+        for uid, mine in owned.items():
+            out[uid][gpu] = sorted([*out[uid][gpu], *mine])
+    return {uid: dict(g) for uid, g in out.items()}, dict(ignored)

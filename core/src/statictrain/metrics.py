@@ -98,6 +98,9 @@ ANOMALY_SCORE = "statictrain_anomaly_score"
 ANOMALIES_TOTAL = "statictrain_anomalies_total"
 REMEDIATIONS_TOTAL = "statictrain_remediations_total"
 IGNORED_SERIES_TOTAL = "statictrain_ignored_series_total"  # pods whose series claimed a job they are not of
+# labels job_name, namespace, reason (statictrain.dcgm.IGNORED_REASONS): dcgm-exporter series naming a job's pods
+# that the detector could not attribute (no GPU label, an earlier pod of the same name); once per series
+ANOMALY_DCGM_SERIES_IGNORED_TOTAL = "statictrain_anomaly_dcgm_series_ignored_total"
 
 # --- extender
 EXTENDER_REQUESTS_TOTAL = "statictrain_extender_requests_total"

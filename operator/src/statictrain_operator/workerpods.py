@@ -40,6 +40,11 @@ and no ``exported_pod_uid`` were scraped with ``honor_labels: true`` or with no 
 job at all). The check looks at series of pods the API server lists, so no exporter can hide a wrong
 config by publishing well-formed series of its own: the job's real sidecar still shows it.
 
+Series that name a pod by namespace and name instead (NVIDIA dcgm-exporter's, from the kubelet's
+pod-resources API) count for the pod of that name whose lifetime (:class:`WorkerPod`: from its
+``status.startTime`` to when its containers finished) holds each sample (``statictrain.dcgm``):
+a name is reused by a later pod, a UID never is.
+
 No listed pod gives no selection at all (:class:`JobSeries` refuses an empty
 set), never a match-all: the caller reports "no worker pods" and acts on
 nothing. Series that claim a job without being its pods' are ignored and
@@ -51,6 +56,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from statictrain import labels, metrics
@@ -60,12 +66,17 @@ __all__ = [
     "EXPORTED_POD_UID",
     "POD_UID",
     "SCRAPE_CHECK_QUERY",
+    "TERMINAL",
     "VERDICTS",
     "Ignored",
     "JobKey",
     "JobSeries",
     "ScrapeCheck",
+    "WorkerPod",
+    "finished_at",
+    "parse_time",
     "scrape_verdicts",
+    "worker_pods",
     "worker_uids",
 ]
 
@@ -105,18 +116,70 @@ JobKey = tuple[str, str]
 """(namespace, job name)."""
 
 
-def worker_uids(pods: Iterable[Mapping[str, Any]]) -> dict[JobKey, frozenset[str]]:
-    """(namespace, job) -> UIDs of the listed pods carrying that job's worker labels (pods without a UID,
-    a job label or the worker role are skipped)."""
-    out: dict[JobKey, set[str]] = {}
+TERMINAL = ("Succeeded", "Failed")
+
+
+def parse_time(text: str | None) -> float | None:
+    """An API server timestamp (RFC 3339) as Unix seconds; None when absent."""
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def finished_at(pod: Mapping[str, Any]) -> float | None:
+    """When a pod finished (its containers' last termination, else its Ready condition's last change); None while
+    it has not (phase not Succeeded or Failed)."""
+    status = pod.get("status") or {}
+    if status.get("phase") not in TERMINAL:
+        return None
+    ends = [
+        parse_time(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
+        for cs in status.get("containerStatuses") or []
+    ]
+    known = [e for e in ends if e is not None]
+    if known:
+        return max(known)
+    conds = [
+        parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or [] if c.get("type") == "Ready"
+    ]
+    known = [e for e in conds if e is not None]
+    if known:
+        return max(known)
+    # finished, but no time says when: stop accruing (never charge a finished pod forever)
+    return parse_time((pod.get("metadata") or {}).get("deletionTimestamp")) or parse_time(status.get("startTime"))
+
+
+@dataclass(frozen=True)
+class WorkerPod:
+    """A listed worker pod as series that name pods by namespace and name need it (statictrain.dcgm.Pod)."""
+
+    uid: str
+    name: str
+    namespace: str
+    started: float | None
+    """status.startTime (None while pending: no sample is its)."""
+    finished: float | None
+    """finished_at (None while it runs)."""
+
+
+def worker_pods(pods: Iterable[Mapping[str, Any]]) -> dict[JobKey, tuple[WorkerPod, ...]]:
+    """(namespace, job) -> the listed pods carrying that job's worker labels, by name (pods without a UID, a job
+    label or the worker role are skipped)."""
+    out: dict[JobKey, list[WorkerPod]] = {}
     for pod in pods:
         meta = pod.get("metadata") or {}
         lab = meta.get("labels") or {}
         job, uid, ns = lab.get(labels.JOB), meta.get("uid"), meta.get("namespace")
         if lab.get(labels.ROLE) != "worker" or not job or not uid or not ns:
             continue
-        out.setdefault((ns, job), set()).add(uid)
-    return {k: frozenset(v) for k, v in out.items()}
+        started = parse_time((pod.get("status") or {}).get("startTime"))
+        out.setdefault((ns, job), []).append(WorkerPod(uid, meta.get("name", ""), ns, started, finished_at(pod)))
+    return {k: tuple(sorted(v, key=lambda p: (p.name, p.uid))) for k, v in out.items()}
+
+
+def worker_uids(pods: Iterable[Mapping[str, Any]]) -> dict[JobKey, frozenset[str]]:
+    """(namespace, job) -> UIDs of the listed pods carrying that job's worker labels (as worker_pods)."""
+    return {k: frozenset(p.uid for p in v) for k, v in worker_pods(pods).items()}
 
 
 @dataclass(frozen=True)
@@ -126,6 +189,9 @@ class JobSeries:
     job: str
     namespace: str
     uids: frozenset[str]
+    pods: tuple[WorkerPod, ...] = ()
+    """The same pods by name and lifetime, for series that name a pod by namespace and name (dcgm-exporter's);
+    empty: only ``pod_uid``-keyed series are read."""
 
     def __post_init__(self) -> None:
         if not self.uids:
@@ -134,6 +200,14 @@ class JobSeries:
             )
         if any(not isinstance(u, str) or not u for u in self.uids):
             raise ValueError(f"pod UIDs of {self.namespace}/{self.job} must be non-empty strings")
+        if any(p.uid not in self.uids or p.namespace != self.namespace or not p.name for p in self.pods):
+            raise ValueError(f"the pods of {self.namespace}/{self.job} must be among its UIDs, named, in its namespace")
+
+    @classmethod
+    def of(cls, job: str, namespace: str, pods: Iterable[WorkerPod]) -> JobSeries:
+        """The series of the listed worker pods ``pods`` (worker_pods)."""
+        listed = tuple(pods)
+        return cls(job, namespace, frozenset(p.uid for p in listed), listed)
 
     @property
     def labels(self) -> dict[str, str]:

@@ -185,7 +185,7 @@ def test_operator_restart_mid_action_completes_it_once(
 def ev_ok(job_api: Any, s: AnomalySettings, ns: str, name: str) -> bool:
     """True once Prometheus holds enough step-time points for the detector to judge."""
     ev = evaluator(job_api, replace(s, stabilization_s=1e9))
-    who = JobSeries(name, ns, asyncio.run(job_api.worker_uids(ns, name)))
+    who = JobSeries.of(name, ns, asyncio.run(job_api.worker_pods(ns, name)))
     series, _, problem = ev.fetch(who, datetime.now(UTC))
     if problem is not None:
         return False

@@ -22,23 +22,20 @@ counter is exact to the second, the DCGM figure places each busy/idle change to 
 from __future__ import annotations
 
 import random
-import subprocess
 import time
-from collections.abc import Iterator
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
 from statictrain import dcgm, metrics
 from statictrain.cost import IDLE_THRESHOLD, NodeInfo, PodInfo, Window, allocate, below_label
 from statictrain.counters import held_mean
-from statictrain_localcluster import prometheus
-from statictrain_localcluster.procs import free_port
 from statictrain_operator.cost.accounting import Accountant
 from statictrain_operator.cost.exporter import CostMetrics
 from statictrain_operator.cost.settings import CostSettings
 from statictrain_operator.prom import HttpPrometheus
+
+from ..backfill import backfilled, openmetrics
 
 HOURS = 3
 SCRAPE_S = 15
@@ -61,16 +58,6 @@ def trace(seed: int, seconds: int) -> list[list[float]]:
             for t in range(start, start + length):
                 out[g][t] = rng.uniform(0.0, 0.03)
     return out
-
-
-def openmetrics(families: dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]]) -> str:
-    lines = []
-    for name, series in families.items():
-        lines.append(f"# TYPE {name} unknown")
-        for labels, samples in series:
-            lab = ",".join(f'{k}="{v}"' for k, v in labels.items())
-            lines += [f"{name}{{{lab}}} {v:.12g} {t:.3f}" for t, v in samples]
-    return "\n".join([*lines, "# EOF", ""])
 
 
 @pytest.fixture(scope="module")
@@ -117,30 +104,6 @@ def shaped(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     })  # fmt: skip
     return {"t0": t0, "seconds": seconds, "sidecar": side, "dcgm": dcgm_text,
             "root": tmp_path_factory.mktemp("dcgm")}  # fmt: skip
-
-
-def backfilled(root: Path, name: str, text: str) -> Iterator[str]:
-    """A real Prometheus whose TSDB holds ``text`` (OpenMetrics with timestamps); yields its URL."""
-    data, src = root / name / "data", root / name / "series.om"
-    data.mkdir(parents=True)
-    src.write_text(text)
-    made = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(src), str(data)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    assert made.returncode == 0, made.stdout + made.stderr
-    port = free_port()
-    (root / name / "prometheus.yml").write_text("global: {scrape_interval: 15s}\n")
-    with (root / name / "prometheus.log").open("wb") as log:
-        proc = subprocess.Popen([str(prometheus.find_binary()), f"--config.file={root / name / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={data}", f"--web.listen-address=127.0.0.1:{port}",
-                                 "--storage.tsdb.retention.time=30d"],
-                                stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        prometheus.wait_ready(url, proc)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def account(url: str, shaped: dict[str, Any], source: str) -> tuple[dict[str, Decimal | float], CostMetrics]:

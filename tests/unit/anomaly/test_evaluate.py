@@ -16,6 +16,7 @@ from statictrain_operator.anomaly.exported import AnomalyMetrics
 from statictrain_operator.anomaly.remediation import History, Intent
 from statictrain_operator.anomaly.settings import AnomalySettings
 from statictrain_operator.prom import PrometheusUnavailableError, Series
+from statictrain_operator.workerpods import WorkerPod
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 GOOD = {"compile": {"mode": "default"}}
@@ -59,8 +60,8 @@ class FakeApi:
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.job
 
-    async def worker_uids(self, namespace: str, name: str) -> frozenset[str]:
-        return self.uids
+    async def worker_pods(self, namespace: str, name: str) -> tuple[WorkerPod, ...]:
+        return tuple(WorkerPod(u, f"pod-{u}", namespace, 0.0, None) for u in sorted(self.uids))
 
     async def set_history(self, namespace: str, name: str, value: str) -> None:
         rec = hist.loads(value)

@@ -93,8 +93,10 @@ def test_the_anomaly_part_lists_the_jobs_worker_pods_in_its_namespace() -> None:
     pod(kube, "b", "victim-0", "victim")  # the same name in another namespace: another job
     pod(kube, "a", "other-0", "other")
     api = ClusterJobApi(kube, lambda: NOW)
-    assert asyncio.run(api.worker_uids("a", "victim")) == own
-    assert asyncio.run(api.worker_uids("a", "nobody")) == frozenset()
+    listed = asyncio.run(api.worker_pods("a", "victim"))
+    assert {p.uid for p in listed} == own and {p.name for p in listed} == {"victim-0", "victim-1"}
+    assert {p.namespace for p in listed} == {"a"}
+    assert asyncio.run(api.worker_pods("a", "nobody")) == ()
 
 
 def test_each_pass_checks_how_the_listed_pods_sidecars_were_scraped_and_warns_once(

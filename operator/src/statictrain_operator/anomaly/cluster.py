@@ -33,10 +33,10 @@ class ClusterJobApi:
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await self.kube.get(port.STJ, namespace, name)
 
-    async def worker_uids(self, namespace: str, name: str) -> frozenset[str]:
-        """UIDs of the job's worker pods (the pods restart_workers acts on), listed from the API server."""
+    async def worker_pods(self, namespace: str, name: str) -> tuple[workerpods.WorkerPod, ...]:
+        """The job's worker pods (the pods restart_workers acts on), listed from the API server."""
         pods = await self.kube.list(port.PODS, namespace, label_selector=children.selector(name))
-        return workerpods.worker_uids(pods).get((namespace, name), frozenset())
+        return workerpods.worker_pods(pods).get((namespace, name), ())
 
     async def set_history(self, namespace: str, name: str, value: str) -> None:
         """Merge-patch the history annotation (does not change metadata.generation)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
@@ -33,7 +33,15 @@ from statictrain_operator.anomaly.detector import (
     assess,
 )
 from statictrain_operator.anomaly.exported import AnomalyMetrics
-from statictrain_operator.anomaly.queries import claimants_query, commit_query, fault_queries, job_queries
+from statictrain_operator.anomaly.gpu import combine
+from statictrain_operator.anomaly.queries import (
+    GPU_FIGURES,
+    claimants_query,
+    commit_query,
+    fault_queries,
+    gpu_queries,
+    job_queries,
+)
 from statictrain_operator.anomaly.remediation import (
     SETTINGS_FIELDS,
     Decision,
@@ -46,7 +54,7 @@ from statictrain_operator.anomaly.remediation import (
 )
 from statictrain_operator.anomaly.settings import AnomalySettings
 from statictrain_operator.prom import PrometheusQueryError, PrometheusUnavailableError, PromReader
-from statictrain_operator.workerpods import POD_UID, Ignored, JobSeries
+from statictrain_operator.workerpods import POD_UID, Ignored, JobSeries, WorkerPod
 
 __all__ = ["CONDITION_TYPE", "MAX_ANOMALIES", "Evaluator", "JobApi", "Outcome", "current_settings"]
 
@@ -62,8 +70,8 @@ class JobApi(Protocol):
 
     async def read_job(self, namespace: str, name: str) -> dict[str, Any] | None: ...
 
-    async def worker_uids(self, namespace: str, name: str) -> frozenset[str]:
-        """UIDs of the job's worker pods as the API server lists them (workerpods.worker_uids)."""
+    async def worker_pods(self, namespace: str, name: str) -> tuple[WorkerPod, ...]:
+        """The job's worker pods as the API server lists them (workerpods.worker_pods)."""
         ...
 
     async def set_history(self, namespace: str, name: str, value: str) -> None: ...
@@ -109,6 +117,8 @@ class Evaluator:
     ) -> None:
         self.s, self.prom, self.api, self.metrics, self.clock = settings, prom, api, metrics, clock
         self.ignored = Ignored("anomaly")
+        self.dcgm_ignored: set[tuple[str, str, str, frozenset[tuple[str, str]]]] = set()
+        """(namespace, job, reason, labels) of the dcgm-exporter series already logged and counted."""
 
     def note_claimants(self, who: JobSeries, now: datetime) -> None:
         """Log (once each) the pods whose series claim the job without being its worker pods'; they are not
@@ -121,6 +131,30 @@ class Evaluator:
         for _ in self.ignored.note((who.namespace, who.job), claimed, who.uids):
             self.metrics.ignored.labels(who.job, who.namespace).inc()
 
+    def fetch_gpu(self, who: JobSeries, now: datetime, names: Iterable[str]) -> dict[str, flt.Series]:
+        """The GPU series ``names`` read from raw series (queries.gpu_queries: only when dcgm-exporter's are read;
+        else none, the sidecars' come aggregated with the other queries). A dcgm-exporter series naming the job's
+        pods that cannot be attributed is logged and counted once. Prometheus errors propagate."""
+        start, end = self.s.query_window(now.timestamp())
+        out: dict[str, flt.Series] = {}
+        wanted = set(names)
+        for name, q in gpu_queries(who, self.s.dcgm).items():
+            if name not in wanted:
+                continue
+            side = self.prom.query_range(q.sidecar, start, end, self.s.step_s) if q.sidecar else []
+            theirs = self.prom.query_range(q.dcgm, start, end, self.s.step_s) if q.dcgm else []
+            out[name], ignored = combine(q, side, theirs, who.pods, self.s.dcgm)
+            for reason, of in ignored.items():
+                for labels in of:
+                    key = (who.namespace, who.job, reason, frozenset(labels.items()))
+                    if key in self.dcgm_ignored:
+                        continue
+                    self.dcgm_ignored.add(key)
+                    self.metrics.dcgm_ignored.labels(who.job, who.namespace, reason).inc()
+                    log.warning("anomaly: ignoring dcgm-exporter series %s naming a pod of job %s/%s: %s",
+                                dict(labels), who.namespace, who.job, reason)  # fmt: skip
+        return out
+
     def fetch(
         self, who: JobSeries, now: datetime
     ) -> tuple[dict[str, tuple[list[datetime], list[float]]], list[tuple[float, str, float]], str | None]:
@@ -130,10 +164,12 @@ class Evaluator:
         start, end = self.s.query_window(now.timestamp())
         out: dict[str, tuple[list[datetime], list[float]]] = {}
         try:
-            for series, query in job_queries(who, self.s.rate_window_s).items():
+            for series, query in job_queries(who, self.s.rate_window_s, self.s.dcgm).items():
                 res = self.prom.query_range(query, start, end, self.s.step_s)
                 samples = res[0].samples if res else ()
                 out[series] = ([_utc(p.t) for p in samples], [p.v for p in samples])
+            for series, (ts, vs) in self.fetch_gpu(who, now, [fnd.GPU_UTILIZATION]).items():
+                out[series] = ([_utc(t) for t in ts], list(vs))
             commit_points: list[tuple[float, str, float]] = []
             for s in self.prom.query_range(commit_query(who, self.s.rate_window_s), start, end, self.s.step_s):
                 commit_points.extend((p.t, s.labels.get("commit", ""), p.v) for p in s.samples)
@@ -164,21 +200,22 @@ class Evaluator:
         start, end = self.s.query_window(now.timestamp())
         out: dict[str, flt.Series] = {}
         try:
-            for series, query in fault_queries(who).items():
+            for series, query in fault_queries(who, self.s.dcgm).items():
                 for res in self.prom.query_range(query, start, end, self.s.step_s):
                     key = f"{series}.{res.labels.get('rank', '')}" if series == flt.RANK_STEP_SECONDS else series
                     out[key] = ([p.t for p in res.samples], [p.v for p in res.samples])
+            out.update(self.fetch_gpu(who, now, GPU_FIGURES))
         except (PrometheusUnavailableError, PrometheusQueryError) as exc:
             log.warning("training-fault series of %s/%s unavailable: %s", who.namespace, who.job, exc)
             return {}
         return out
 
     def judge(
-        self, job: Mapping[str, Any], mode: Mode, now: datetime, uids: frozenset[str]
+        self, job: Mapping[str, Any], mode: Mode, now: datetime, pods: Sequence[WorkerPod]
     ) -> tuple[hist.Record, dict[str, Assessment], Decision, str | None]:
         """(history record, assessments, decision, data problem) of a job: Prometheus reads and fits, no writes.
 
-        Only the series of the worker pods ``uids`` are read; with none there is nothing to judge (a data
+        Only the series of the worker pods ``pods`` are read; with none there is nothing to judge (a data
         problem: no action), never a read of every series that carries the job's name."""
         meta, spec = job["metadata"], job.get("spec", {})
         status = job.get("status") or {}
@@ -188,7 +225,7 @@ class Evaluator:
             history_problem = None
         except ValueError as exc:
             record, history_problem = hist.Record(History()), str(exc)
-        who = JobSeries(name, ns, uids) if uids else None
+        who = JobSeries.of(name, ns, pods) if pods else None
         series: dict[str, tuple[list[datetime], list[float]]] = {}
         by_commit: list[tuple[float, str, float]] = []
         if who is None:
@@ -268,8 +305,8 @@ class Evaluator:
                 now=now,
             )
             return outcome
-        uids = await self.api.worker_uids(ns, name)
-        record, assessments, decision, problem = await asyncio.to_thread(self.judge, job, mode, now, uids)
+        pods = await self.api.worker_pods(ns, name)
+        record, assessments, decision, problem = await asyncio.to_thread(self.judge, job, mode, now, pods)
         outcome.data_problem = problem
         outcome.decision = decision
         remediation_status: dict[str, Any] = {}

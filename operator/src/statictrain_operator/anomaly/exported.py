@@ -36,3 +36,9 @@ class AnomalyMetrics:
             ["job_name", "namespace"],
             registry=registry,
         )
+        self.dcgm_ignored = Counter(
+            metrics.ANOMALY_DCGM_SERIES_IGNORED_TOTAL,
+            "dcgm-exporter series naming a job's pods that could not be attributed (ignored; once per series)",
+            ["job_name", "namespace", "reason"],
+            registry=registry,
+        )

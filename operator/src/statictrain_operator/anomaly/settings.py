@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from statictrain import envconfig
+from statictrain.dcgm import DcgmSettings
 
 from statictrain_operator.anomaly.detector import DetectorSettings
 from statictrain_operator.anomaly.faults import FaultSettings
@@ -55,8 +56,13 @@ class AnomalySettings:
     """GPU utilisation below which GPUs count as idle."""
     stall_min_s: float = 300.0
     """Shortest time without a step that counts as a stall."""
+    dcgm: DcgmSettings = field(default_factory=DcgmSettings)
+    """Where the GPU series come from (the sidecars, dcgm-exporter): ``STATICTRAIN_DCGM_*``, the setting cost
+    accounting reads."""
 
     def __post_init__(self) -> None:
+        if not isinstance(self.dcgm, DcgmSettings):
+            raise ValueError("STATICTRAIN_ANOMALY_DCGM is not a setting: use the STATICTRAIN_DCGM_* variables")
         positive = ("interval_s", "lookback_s", "step_s", "rate_window_s", "query_timeout_s")
         for name in positive:
             if getattr(self, name) <= 0:
@@ -108,6 +114,7 @@ class AnomalySettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> AnomalySettings:
         """Settings from ``STATICTRAIN_ANOMALY_*`` (Prometheus URL: STATICTRAIN_PROMETHEUS_URL, else the part's own
-        variable); a bad value raises ValueError naming the variable."""
+        variable; the GPU source: ``STATICTRAIN_DCGM_*``); a bad value raises ValueError naming the variable."""
         env = os.environ if env is None else env
-        return envconfig.fill(cls, ENV_PREFIX, env, {"prometheus_url": envconfig.PROMETHEUS_URL_ENV})
+        filled = envconfig.fill(cls, ENV_PREFIX, env, {"prometheus_url": envconfig.PROMETHEUS_URL_ENV})
+        return replace(filled, dcgm=DcgmSettings.from_env(env))

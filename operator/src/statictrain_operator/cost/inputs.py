@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -30,7 +29,7 @@ from statictrain.cost import (
     below_label,
 )
 from statictrain.counters import Counter, Sample
-from statictrain.dcgm import DcgmSettings, attribute
+from statictrain.dcgm import DcgmSettings, attribute_all
 from statictrain.money import parse_usd
 from statictrain.pricing import NodeFacts
 from statictrain.promql import Matcher, range_duration, selector
@@ -38,6 +37,7 @@ from statictrain.quantities import parse_quantity
 
 from statictrain_operator.cost.annotator import node_facts
 from statictrain_operator.prom import Series
+from statictrain_operator.workerpods import TERMINAL, finished_at, parse_time
 
 __all__ = [
     "CADVISOR_CPU",
@@ -67,15 +67,8 @@ INVALID_PRICE = "node-price-annotation-invalid"
 MAX_NODE_HOURLY_USD = Decimal(10_000)
 """An hourly node price at or above this is taken for a typo (the largest catalog rows are ~100 $/h)."""
 
-TERMINAL = ("Succeeded", "Failed")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 GIB = 2.0**30
-
-
-def parse_time(text: str | None) -> float | None:
-    if not text:
-        return None
-    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
 def _request(spec: Mapping[str, Any], resource: str) -> float:
@@ -96,27 +89,6 @@ def _rank(meta: Mapping[str, Any]) -> int:
     return int(raw) if raw is not None and str(raw).isdigit() else 0
 
 
-def _finished(pod: Mapping[str, Any]) -> float | None:
-    status = pod.get("status") or {}
-    if status.get("phase") not in TERMINAL:
-        return None
-    ends = [
-        parse_time(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
-        for cs in status.get("containerStatuses") or []
-    ]
-    known = [e for e in ends if e is not None]
-    if known:
-        return max(known)
-    conds = [
-        parse_time(c.get("lastTransitionTime")) for c in status.get("conditions") or [] if c.get("type") == "Ready"
-    ]
-    known = [e for e in conds if e is not None]
-    if known:
-        return max(known)
-    # finished, but no time says when: stop accruing (never charge a finished pod forever)
-    return parse_time((pod.get("metadata") or {}).get("deletionTimestamp")) or parse_time(status.get("startTime"))
-
-
 def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
     """The cost model's view of a worker pod; None when it is not a statictrain job's pod."""
     meta = pod.get("metadata") or {}
@@ -134,7 +106,7 @@ def pod_info(pod: Mapping[str, Any]) -> PodInfo | None:
         node=spec.get("nodeName"),
         gpus_requested=round(_request(spec, labels.GPU_RESOURCE)),
         started=parse_time(status.get("startTime")),
-        finished=_finished(pod),
+        finished=finished_at(pod),
         commit=lab.get(labels.COMMIT, ""),
         team=lab.get(labels.TEAM, ""),
         cpu_requested=_request(spec, "cpu"),
@@ -300,19 +272,9 @@ def dcgm_utilization(
 ) -> tuple[dict[str, dict[str, list[Sample]]], dict[str, int]]:
     """dcgm-exporter's utilization series as the sidecars' are read: pod UID -> GPU -> ratio samples before
     the window's end; and per reason (statictrain.dcgm.IGNORED_REASONS) how many series were ignored."""
-    by_name: dict[tuple[str, str], list[PodInfo]] = defaultdict(list)
-    for p in pods:
-        by_name[(p.namespace, p.name)].append(p)
-    out: dict[str, dict[str, list[Sample]]] = defaultdict(lambda: defaultdict(list))
-    ignored: dict[str, int] = defaultdict(int)
-    for s in series:
-        owned, gpu, reason = attribute(s.labels, _held(s.samples, window), by_name, settings,
-                                       settings.utilization_factor)  # fmt: skip
-        if reason:
-            ignored[reason] += 1
-        for uid, samples in owned.items():
-            out[uid][gpu] = sorted([*out[uid][gpu], *samples])  # one GPU, several series (containers)
-    return {uid: dict(g) for uid, g in out.items()}, dict(ignored)
+    held = ((s.labels, _held(s.samples, window)) for s in series)
+    util, ignored = attribute_all(held, pods, settings, settings.utilization_factor)
+    return util, {reason: len(of) for reason, of in ignored.items()}
 
 
 def build_usage(
