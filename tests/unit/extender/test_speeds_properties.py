@@ -48,8 +48,8 @@ def test_only_finite_positive_samples_of_a_gpu_pod_are_learned(refreshes: list) 
             for family in families:
                 rounds[(job, family)] = rounds.get((job, family), 0) + 1
         speeds.observe(parsed, lambda job: class_key(job[0], job[1], None))
-    for key, families in speeds.stats.items():
-        for family, stats in families.items():
+    for key, per_family in speeds.stats.items():
+        for family, stats in per_family.items():
             for job, (seconds, seen) in stats.jobs.items():
                 assert math.isfinite(seconds) and seconds > 0
                 # A job absent from a refresh (missing, stale: no rate in the window) gains no sample there.
