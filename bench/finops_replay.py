@@ -33,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -49,6 +50,7 @@ from statictrain.throughput import DEFAULT_RELATIVE_THROUGHPUT
 from statictrain_extender.gpus import gpu_family
 from statictrain_extender.kubewatch import api_client
 from statictrain_extender.replay.arms import Arm, learning_arms, scheduler_config, standard_arms
+from statictrain_extender.replay.curve import batch_cost_per_work_by_slice, source_counts_by_slice
 from statictrain_extender.replay.manifests import REPLAY_LABEL, node_manifest, node_name, pod_manifest
 from statictrain_extender.replay.oracle import TRUTH_ENV
 from statictrain_extender.replay.prices import CATALOG_MODEL, gpu_product, price_nodes
@@ -253,7 +255,11 @@ class Replay:
                 m["metadata"]["labels"][SEGMENT_LABEL] = segment
                 if arm.weights is not None and not (arm.uniform or t.service):  # a training job of its class
                     m["metadata"]["labels"][labels.JOB] = m["metadata"]["name"]
-                    m["metadata"]["labels"][labels.WORKLOAD_CLASS] = t.workload_class
+                    # --fresh-classes: arm l meets each window's classes for the first time (a cold start)
+                    fresh = arm.learn and args.fresh_classes
+                    m["metadata"]["labels"][labels.WORKLOAD_CLASS] = (
+                        f"{t.workload_class}-{label}" if fresh else t.workload_class
+                    )
                 manifests[t.name] = m
             facts = self.facts(slot)
             throughput = {n: f.throughput for n, f in facts.items()}
@@ -269,9 +275,22 @@ class Replay:
             load * 100,
         )
         t0 = time.monotonic()
-        result = run_segment(
-            self.core, segment=segment, arms=runs, tasks=tasks, speedup=args.speedup, length_s=args.length
-        )
+        samplers = {key: _CounterSampler(base) for key, base in self.learn_bases.items()}
+        try:
+            result = run_segment(
+                self.core, segment=segment, arms=runs, tasks=tasks, speedup=args.speedup, length_s=args.length
+            )
+        finally:
+            for sampler in samplers.values():
+                sampler.stop()
+        sources = {
+            key: source_counts_by_slice(
+                [((at - result.started_at) * args.speedup, counts) for at, counts in sampler.samples],
+                length_s=args.length,
+                slices=args.curve_slices,
+            )
+            for key, sampler in samplers.items()
+        }
         if self.exporter is not None:
             self.exporter.clear()  # the segment's pods are gone
         learned = {key: _learned_figures(base) for key, base in self.learn_bases.items()}
@@ -292,6 +311,9 @@ class Replay:
             fig["batch_cost_per_work_repriced"] = {
                 k2: _batch_reprice(tasks, placements, facts, p, args) for k2, p in prices.items()
             }
+            fig["batch_cost_per_work_by_slice"] = batch_cost_per_work_by_slice(
+                tasks, placements, facts, speedup=args.speedup, length_s=args.length, slices=args.curve_slices
+            )
             figures[arm.key] = fig
         return {
             "segment": segment,
@@ -308,6 +330,7 @@ class Replay:
             "error_samples": result.errors[:5],
             "arms": figures,
             "learned": learned,
+            "sources_by_slice": sources,
         }
 
     def _variant(self, slot: int, prices: dict[str, Any]) -> dict[str, float]:
@@ -343,6 +366,45 @@ def _learned_figures(base: str) -> dict[str, Any]:
                 labels_part, value = line[len(prefix) :].rsplit(" ", 1)
                 out.setdefault(metric, {})[labels_part] = float(value)
     return out
+
+
+ESTIMATES_COUNTER = "statictrain_extender_throughput_estimates_total{source="
+
+
+class _CounterSampler(threading.Thread):
+    """Reads an extender's scorings per source from its /metrics every ``interval_s`` (monotonic time, counts)."""
+
+    def __init__(self, base: str, interval_s: float = 0.25) -> None:
+        super().__init__(name=f"estimates-{base}", daemon=True)
+        self.base, self.interval_s = base, interval_s
+        self.samples: list[tuple[float, dict[str, float]]] = []
+        self._stop_event = threading.Event()
+        self._sample()  # the baseline, before the segment's first pod
+        self.start()
+
+    def _sample(self) -> None:
+        try:
+            with urllib.request.urlopen(f"{self.base}/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+        except OSError as err:
+            log.warning("estimates sample from %s failed: %s", self.base, err)
+            return
+        at = time.monotonic()
+        counts = {}
+        for line in text.splitlines():
+            if line.startswith(ESTIMATES_COUNTER):
+                labels_part, value = line[len(ESTIMATES_COUNTER) :].rsplit(" ", 1)
+                counts[labels_part.strip('"}')] = float(value)
+        self.samples.append((at, counts))
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.interval_s):
+            self._sample()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(10)
+        self._sample()
 
 
 def _healthy(base: str) -> Callable[[], bool]:
@@ -546,6 +608,12 @@ def main() -> None:
     ap.add_argument("--refresh-s", type=float, default=2.0, help="arm l: extender's step-time refresh (wall s)")
     ap.add_argument("--step-window-s", type=float, default=5.0, help="arm l: step-time rate window (wall s)")
     ap.add_argument("--prior-samples", type=float, default=1.0, help="arm l: weight of the table (samples)")
+    ap.add_argument(
+        "--fresh-classes",
+        action="store_true",
+        help="arm l: each window's workload classes get new names (class-WINDOW), so every window is a cold start",
+    )
+    ap.add_argument("--curve-slices", type=int, default=5, help="learning curve: slices of each window by start time")
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument(
         "--from-partial",
@@ -658,6 +726,8 @@ def main() -> None:
                 "step_window_s": args.step_window_s,
                 "prior_samples": args.prior_samples,
                 "step_reference_trace_s": STEP_REFERENCE_S,
+                "fresh_classes": args.fresh_classes,
+                "curve_slices": args.curve_slices,
             },
             "unknown_gpu_families": replay.unknown_families,
             "node_families": sorted(set(replay.families.values())),

@@ -116,4 +116,5 @@ EXTENDER_THROUGHPUT_ESTIMATES_TOTAL = "statictrain_extender_throughput_estimates
 EXTENDER_LEARNED_THROUGHPUT = "statictrain_extender_learned_throughput"  # labels: workload_class, gpu_family
 EXTENDER_TABLE_THROUGHPUT = "statictrain_extender_table_throughput"  # labels: workload_class, gpu_family
 EXTENDER_LEARNED_SAMPLES = "statictrain_extender_learned_samples"  # labels: workload_class, gpu_family
+EXTENDER_THROUGHPUT_SOURCE = "statictrain_extender_throughput_source"  # labels: workload_class, gpu_family, source
 EXTENDER_STEP_SAMPLES_REJECTED_TOTAL = "statictrain_extender_step_samples_rejected_total"  # label: reason

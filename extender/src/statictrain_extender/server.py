@@ -174,6 +174,18 @@ class _StateCollector(Collector):
             if fig.table is not None:
                 table.add_metric(labels, fig.table)
             samples.add_metric(labels, fig.samples)
+        in_use = GaugeMetricFamily(
+            metrics.EXTENDER_THROUGHPUT_SOURCE,
+            "1 per learned workload class and GPU family: where the figure in use comes from "
+            "(measured: its step times there; inferred: the table in the class's units; a class without "
+            "a series here is scored by the table).",
+            labels=[*names, "source"],
+        )
+        for key in sorted(speeds.stats):
+            estimates = speeds.throughput(key)
+            if estimates is not None:
+                for family in sorted(estimates.relative):
+                    in_use.add_metric([class_label(key), family, estimates.source(family)], 1.0)
         rejected = CounterMetricFamily(
             metrics.EXTENDER_STEP_SAMPLES_REJECTED_TOTAL.removesuffix("_total"),
             "Step-time samples never learned from, by reason (outlier: far off its class's figure).",
@@ -181,7 +193,7 @@ class _StateCollector(Collector):
         )
         for reason, count in sorted(speeds.rejected.items()):
             rejected.add_metric([reason], count)
-        yield from (learned, table, samples, rejected)
+        yield from (learned, table, samples, in_use, rejected)
 
 
 class ExtenderMetrics:

@@ -133,6 +133,14 @@ def test_jobs_of_one_class_teach_the_next_job_through_the_prometheus_result() ->
     assert learned_t4 / learned_a100 == pytest.approx(0.9)
     assert seen[("statictrain_extender_table_throughput", "memory-bound", "T4")] == D["T4"]
     assert seen[("statictrain_extender_learned_samples", "memory-bound", "T4")] == 1
+    in_use = {
+        (s.labels["gpu_family"], s.labels["source"])
+        for s in _samples(state)
+        if s.name == "statictrain_extender_throughput_source" and s.labels["workload_class"] == "memory-bound"
+    }
+    assert ("T4", "measured") in in_use and ("A100", "measured") in in_use and ("H100", "inferred") in in_use
+    # The unlabelled job (a class never measured) has no series: the table scores it.
+    assert not any(s.labels.get("workload_class", "").startswith("job:") for s in _samples(state))
 
 
 def _samples(state: ClusterState) -> list[Sample]:

@@ -79,6 +79,8 @@ class SegmentResult:
     wall_s: float
     """Length of the segment after the prefill."""
     prefill_s: float
+    started_at: float = 0.0
+    """When the segment clock started, on ``run_segment``'s ``clock``."""
     bound: dict[str, dict[str, Bound]] = field(default_factory=dict)
     created: dict[str, dict[str, float]] = field(default_factory=dict)
     max_lateness_s: float = 0.0
@@ -287,6 +289,7 @@ def run_segment(
                     result.bound[arm.key][name] = Bound(0.0, bound.node, bound.scheduled_delay_s)
                     _schedule(arm.namespace, name, 0.0, arm, task_of[name])
         start = clock()
+        result.started_at = start
         end = result.wall_s
         i = 0
         while True:

@@ -25,7 +25,7 @@ from itertools import pairwise
 
 from .workload import Task
 
-__all__ = ["NodeFacts", "Outcome", "Placement", "arm_figures", "outcomes", "quantile", "reprice"]
+__all__ = ["NodeFacts", "Outcome", "Placement", "arm_figures", "cost_split", "outcomes", "quantile", "reprice", "work"]
 
 _HOUR = 3600.0
 
@@ -88,7 +88,7 @@ def outcomes(
     return out
 
 
-def _cost_split(runs: Sequence[Outcome], nodes: Mapping[str, NodeFacts]) -> tuple[dict[str, float], dict[str, float]]:
+def cost_split(runs: Sequence[Outcome], nodes: Mapping[str, NodeFacts]) -> tuple[dict[str, float], dict[str, float]]:
     """Per node: paid hours; per task: its share of the node cost in dollars."""
     by_node: dict[str, list[Outcome]] = {}
     for run in runs:
@@ -113,6 +113,11 @@ def _cost_split(runs: Sequence[Outcome], nodes: Mapping[str, NodeFacts]) -> tupl
     return paid_hours, task_cost
 
 
+def work(run: Outcome, nodes: Mapping[str, NodeFacts]) -> float:
+    """A100-equivalent GPU-hours the run delivered."""
+    return run.task.gpu_milli / 1000 * nodes[run.node].speed(run.task) * (run.end_s - run.start_s) / _HOUR
+
+
 def quantile(values: Sequence[float], q: float) -> float | None:
     """Nearest-rank quantile; None for no values."""
     if not values:
@@ -130,13 +135,12 @@ def arm_figures(
 ) -> dict[str, object]:
     """Cost, work, $/work (batch and services apart), paid GPU-hours, pending, unscheduled, node-hours per family."""
     runs = outcomes(tasks, placements, nodes, speedup, length_s)
-    paid_hours, task_cost = _cost_split(runs, nodes)
-    work = {"batch": 0.0, "service": 0.0}
+    paid_hours, task_cost = cost_split(runs, nodes)
+    delivered = {"batch": 0.0, "service": 0.0}
     cost = {"batch": 0.0, "service": 0.0}
     for run in runs:
         kind = "service" if run.task.service else "batch"
-        hours = (run.end_s - run.start_s) / _HOUR
-        work[kind] += run.task.gpu_milli / 1000 * nodes[run.node].speed(run.task) * hours
+        delivered[kind] += work(run, nodes)
         cost[kind] += task_cost.get(run.task.name, 0.0)
     node_hours: dict[str, float] = {}
     gpu_hours = 0.0
@@ -155,7 +159,7 @@ def arm_figures(
     # The same from the runner's watch (sub-second, includes the client's creation lag): a cross-check.
     watched = [max(p.at_s * speedup - t.arrive_s, 0.0) for t in arrived if (p := placements.get(t.name)) is not None]
     total_cost = sum(cost.values())
-    total_work = sum(work.values())
+    total_work = sum(delivered.values())
     return {
         "tasks": len(tasks),
         "prefilled": len(tasks) - len(arrived),
@@ -165,11 +169,11 @@ def arm_figures(
         "work_a100_gpu_hours": total_work,
         "cost_per_work": total_cost / total_work if total_work else None,
         "batch_cost_usd": cost["batch"],
-        "batch_work_a100_gpu_hours": work["batch"],
-        "batch_cost_per_work": cost["batch"] / work["batch"] if work["batch"] else None,
+        "batch_work_a100_gpu_hours": delivered["batch"],
+        "batch_cost_per_work": cost["batch"] / delivered["batch"] if delivered["batch"] else None,
         "service_cost_usd": cost["service"],
-        "service_a100_gpu_hours": work["service"],
-        "service_cost_per_work": cost["service"] / work["service"] if work["service"] else None,
+        "service_a100_gpu_hours": delivered["service"],
+        "service_cost_per_work": cost["service"] / delivered["service"] if delivered["service"] else None,
         "paid_gpu_hours": gpu_hours,
         "node_hours_by_family": node_hours,
         "gpu_allocation": allocated,
