@@ -165,17 +165,17 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_gb, 1), "os": platform.platform()}
 
 
-TRACEMALLOC_DIR: pathlib.Path | None = None
-"""--tracemalloc: each operator traces its allocations and writes <dir>/<namespace>.json when asked (memtrace.py)."""
+TRACE: dict[str, pathlib.Path] = {}
+"""dir (--tracemalloc): each operator traces its allocations, writes <dir>/<namespace>.json when asked."""
 TRACED: set[str] = set()
 """Namespaces whose operator traces its allocations (not the floor controller's)."""
 
 
 def snapshot_allocations(op: subprocess.Popen[bytes], ns: str) -> None:
     """Ask a traced operator for its snapshot (SIGUSR2) and wait until it is written."""
-    if TRACEMALLOC_DIR is None or ns not in TRACED:
+    if "dir" not in TRACE or ns not in TRACED:
         return
-    path = TRACEMALLOC_DIR / f"{ns}.json"
+    path = TRACE["dir"] / f"{ns}.json"
     before = path.stat().st_mtime_ns if path.exists() else 0
     os.kill(op.pid, signal.SIGUSR2)
     deadline = time.monotonic() + 300
@@ -191,8 +191,8 @@ def start_operator(cluster: Any, ns: str, parts: str, port: int, pythonpath: str
     ``pythonpath`` replaces the operator's PYTHONPATH (e.g. "" runs the operator installed in the venv,
     the baseline, instead of a worktree's sources put first by env.sh)."""
     env = dict(cluster.env)
-    if TRACEMALLOC_DIR is not None:
-        env["STATICTRAIN_OPERATOR_TRACEMALLOC"] = str(TRACEMALLOC_DIR / f"{ns}.json")
+    if "dir" in TRACE:
+        env["STATICTRAIN_OPERATOR_TRACEMALLOC"] = str(TRACE["dir"] / f"{ns}.json")
         TRACED.add(ns)
     env.update(
         {
@@ -410,10 +410,9 @@ def main(argv: list[str] | None = None) -> int:
         "and latencies are not comparable) and writes <folder>/<namespace>.json once every worker Job exists",
     )
     args = p.parse_args(argv)
-    global TRACEMALLOC_DIR
-    TRACEMALLOC_DIR = args.tracemalloc
-    if TRACEMALLOC_DIR is not None:
-        TRACEMALLOC_DIR.mkdir(parents=True, exist_ok=True)
+    if args.tracemalloc is not None:
+        TRACE["dir"] = args.tracemalloc
+        args.tracemalloc.mkdir(parents=True, exist_ok=True)
     sizes = [int(x) for x in str(args.jobs).split(",") if x.strip()]
 
     own = args.cluster is None and args.kubeconfig is None
