@@ -33,6 +33,7 @@ import os
 import pathlib
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -164,12 +165,35 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem_gb, 1), "os": platform.platform()}
 
 
+TRACE: dict[str, pathlib.Path] = {}
+"""dir (--tracemalloc): each operator traces its allocations, writes <dir>/<namespace>.json when asked."""
+TRACED: set[str] = set()
+"""Namespaces whose operator traces its allocations (not the floor controller's)."""
+
+
+def snapshot_allocations(op: subprocess.Popen[bytes], ns: str) -> None:
+    """Ask a traced operator for its snapshot (SIGUSR2) and wait until it is written."""
+    if "dir" not in TRACE or ns not in TRACED:
+        return
+    path = TRACE["dir"] / f"{ns}.json"
+    before = path.stat().st_mtime_ns if path.exists() else 0
+    os.kill(op.pid, signal.SIGUSR2)
+    deadline = time.monotonic() + 300
+    while not path.exists() or path.stat().st_mtime_ns == before:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"no tracemalloc snapshot in {path}")
+        time.sleep(0.5)
+
+
 def start_operator(cluster: Any, ns: str, parts: str, port: int, pythonpath: str | None) -> subprocess.Popen[bytes]:
     """A fresh operator subprocess watching ``ns``, healthy (its liveness endpoint answers) when this returns.
 
     ``pythonpath`` replaces the operator's PYTHONPATH (e.g. "" runs the operator installed in the venv,
     the baseline, instead of a worktree's sources put first by env.sh)."""
     env = dict(cluster.env)
+    if "dir" in TRACE:
+        env["STATICTRAIN_OPERATOR_TRACEMALLOC"] = str(TRACE["dir"] / f"{ns}.json")
+        TRACED.add(ns)
     env.update(
         {
             "STATICTRAIN_OPERATOR_NAMESPACES": ns,
@@ -292,6 +316,7 @@ def run_sides(
                 "operator_cpu_s": round(cpu_seconds(ops[side].pid) - cpu0[side], 2),
                 "memory": memory_mb(ops[side].pid),
             }
+            snapshot_allocations(ops[side], namespaces[side])
         for side in order:  # then the Job controller's
             want = sum(1 for s, _ in names if s == side)
             while len(pods_w[side].seen) < want and time.monotonic() < deadline:
@@ -378,7 +403,16 @@ def main(argv: list[str] | None = None) -> int:
         "per event: the least any controller does) at the same time, each on half of the jobs: how much of the "
         "latency the machine sets and how much the operator adds",
     )
+    p.add_argument(
+        "--tracemalloc",
+        type=pathlib.Path,
+        help="folder: each operator traces its allocations (tracemalloc, which slows it and adds memory: its RSS "
+        "and latencies are not comparable) and writes <folder>/<namespace>.json once every worker Job exists",
+    )
     args = p.parse_args(argv)
+    if args.tracemalloc is not None:
+        TRACE["dir"] = args.tracemalloc
+        args.tracemalloc.mkdir(parents=True, exist_ok=True)
     sizes = [int(x) for x in str(args.jobs).split(",") if x.strip()]
 
     own = args.cluster is None and args.kubeconfig is None

@@ -120,17 +120,20 @@ class Converger:
         self.rt.tasks[:] = [t for t in self.rt.tasks if not t.done()]
 
     def _desired(
-        self, key: Key, view: Mapping[str, Any], queued: bool
+        self, key: Key, view: Mapping[str, Any], queued: bool, *, whole: bool
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Desired children, rebuilt only when the job's uid, generation or labels change (or Kueue comes)."""
+        """Desired children: built again when ``whole`` (a child is to be created) or when the job's uid,
+        generation or labels change (or Kueue comes); otherwise the parts of them that planning reads, which
+        is all that is kept per job (reconcile.planned_parts: the whole children are ~20 KiB a job)."""
         meta = view["metadata"]
         signature = (meta["uid"], meta.get("generation"), tuple(sorted((meta.get("labels") or {}).items())), queued)
         cached = self.desired.get(key)
-        if cached is None or cached[0] != signature:
+        if whole or cached is None or cached[0] != signature:
             owner = owner_of(view)
             queue_labels = queueing.job_labels(owner) if queued else None
-            cached = (signature, reconcile.desired_children(owner, self.rt.settings, queue_labels))
-            self.desired[key] = cached
+            built = reconcile.desired_children(owner, self.rt.settings, queue_labels)
+            self.desired[key] = (signature, reconcile.planned_parts(built))
+            return built
         return cached[1]
 
     def _observed(self, key: Key, kind: str, indexed: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
@@ -161,7 +164,7 @@ class Converger:
         queued = seen is not None and seen.kueue
         if queued and seen is not None:
             await self._activate(owner, seen.workload)
-        desired = self._desired(key, view, queued)
+        desired = self._desired(key, view, queued, whole=svc is None or job is None)
         plan = held if held is not None else reconcile.plan(
             owner, self.rt.settings, svc, job, finished=finished, desired=desired
         )

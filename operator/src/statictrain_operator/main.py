@@ -19,7 +19,7 @@ except ModuleNotFoundError as missing:  # the library modules install without it
 import prometheus_client
 from statictrain import labels, redact
 
-from . import backoff, children, essence, leader, runtime, settings
+from . import backoff, children, essence, leader, memtrace, runtime, settings
 from .anomaly.settings import AnomalySettings
 from .cost.settings import CostSettings
 from .kube import endpoint, heartbeat
@@ -131,6 +131,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    memtrace.install()  # only with STATICTRAIN_OPERATOR_TRACEMALLOC set (benchmarks)
     try:
         s = settings.from_os_environ()
         parts = part_settings(s.parts)

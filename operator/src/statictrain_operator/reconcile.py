@@ -19,7 +19,10 @@ from statictrain import api, labels
 from . import children
 from .settings import Settings
 
-__all__ = ["Plan", "desired_children", "plan"]
+__all__ = ["JOB_SPEC_PLANNED", "Plan", "desired_children", "plan", "planned_parts"]
+
+JOB_SPEC_PLANNED = ("suspend", "parallelism", "completions")
+"""The desired Job's spec fields ``plan`` compares with the observed Job's (and patches)."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,22 @@ def desired_children(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(headless Service, worker Job) as they should be; ``queue_labels`` put the Job in a Kueue queue."""
     return children.service(owner), children.worker_job(owner, settings, queue_labels)
+
+
+def planned_parts(desired: tuple[dict[str, Any], dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What ``plan`` reads of the desired (Service, Job) when both children exist: their names, the Job's
+    template hash and its JOB_SPEC_PLANNED fields. A caller may keep this per job instead of the whole
+    desired children (the pod template is most of their size); when a child is missing, ``plan`` creates it
+    from what it is given, so it must be given the whole desired children then."""
+    service, job = desired
+    hashed = job["metadata"]["annotations"][api.TEMPLATE_HASH_ANNOTATION]
+    return (
+        {"metadata": {"name": service["metadata"]["name"]}},
+        {
+            "metadata": {"name": job["metadata"]["name"], "annotations": {api.TEMPLATE_HASH_ANNOTATION: hashed}},
+            "spec": {k: job["spec"][k] for k in JOB_SPEC_PLANNED if k in job["spec"]},
+        },
+    )
 
 
 def plan(

@@ -187,3 +187,26 @@ def test_api_errors_are_retried_after_growing_jittered_waits_and_converge_once_i
     assert waits[-1] >= c.rt.settings.backoff_max_s / 2  # bounded: it stopped growing at the bound
     assert KEY not in c.backoff.failures  # the success reset it
     assert sorted(api.writes[:3]) == ["create Job", "create PersistentVolumeClaim", "create Service"]
+
+
+def test_a_child_deleted_after_the_job_settled_is_made_again_whole(api: FakeKube) -> None:
+    """The converger keeps only what planning reads of a settled job's desired children; what it creates
+    again is the whole child, as the first create made it."""
+    rt = runtime.Runtime(settings=Settings(), kube=api, holder="t", clock=lambda: NOW)
+    name = children.worker_name(KEY[1])
+
+    def indexed(kind: port.Resource) -> converger.Lookup:
+        return lambda key: api.objects.get((kind.path(), key[0], name))
+
+    c = converger.Converger(
+        rt, ({KEY: view(api)}.get, indexed(port.JOBS), indexed(port.SERVICES), lambda _: None), logging.getLogger("t")
+    )
+    asyncio.run(c.converge(KEY))
+    first = api.objects[(port.SERVICES.path(), KEY[0], name)]
+    asyncio.run(c.converge(KEY))  # both children indexed: the job is settled
+    assert api.writes.count("create Service") == 1
+    del api.objects[(port.SERVICES.path(), KEY[0], name)]
+    asyncio.run(c.converge(KEY))
+    again = api.objects[(port.SERVICES.path(), KEY[0], name)]
+    assert api.writes.count("create Service") == 2
+    assert again["spec"] == first["spec"] and again["metadata"]["labels"] == first["metadata"]["labels"]

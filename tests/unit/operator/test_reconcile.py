@@ -98,3 +98,27 @@ def test_hash_annotation_is_on_the_desired_job() -> None:
 
 def test_a_finished_job_whose_children_are_gone_is_never_restarted() -> None:
     assert reconcile.plan(b.owner(), S, None, None, finished=True).empty
+
+
+def test_the_planned_parts_plan_as_the_whole_desired_children_do_when_both_exist() -> None:
+    elastic = b.spec(replicas=2, elastic={"minReplicas": 1, "maxReplicas": 8})
+    was = b.owner(elastic)
+    svc, job = existing(was)
+    finished = b.observed(job, status=b.job_status(conditions=[("Complete", "x")]))
+    cases = {  # (desired owner, observed Service, observed Job) -> what plan must say
+        "matching": (was, svc, job),
+        "scaled": (b.owner({**elastic, "replicas": 5}), svc, job),
+        "suspended": (b.owner({**elastic, "suspend": True}), svc, job),
+        "settings changed": (b.owner({**elastic, "compile": {"mode": "max-autotune"}}), svc, job),
+        "another owner": (was, svc, b.observed(job, uid="uid-of-a-deleted-job")),
+        "job being deleted": (was, svc, b.observed(job, deleting=True)),
+        "job finished": (b.owner({**elastic, "precision": "fp32"}), svc, finished),
+    }
+    plans = set()
+    for case, (o, s, j) in cases.items():
+        whole = reconcile.desired_children(o, S)
+        kept = reconcile.planned_parts(whole)
+        assert reconcile.plan(o, S, s, j, desired=kept) == reconcile.plan(o, S, s, j, desired=whole), case
+        plans.add(repr(reconcile.plan(o, S, s, j, desired=kept)))
+    assert len(plans) == len(cases) - 1  # the cases plan differently (matching and finished: both nothing)
+    assert len(repr(kept)) * 10 < len(repr(whole))  # the pod template is not kept
