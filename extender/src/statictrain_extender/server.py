@@ -188,7 +188,8 @@ class _StateCollector(Collector):
                     in_use.add_metric([class_label(key), family, estimates.source(family)], 1.0)
         rejected = CounterMetricFamily(
             metrics.EXTENDER_STEP_SAMPLES_REJECTED_TOTAL.removesuffix("_total"),
-            "Step-time samples never learned from, by reason (outlier: far off its class's figure).",
+            "Step-time samples never learned from, by reason (outlier: far off its class's figure; unlabelled: no job, "
+            "namespace or GPU model; not_a_number; not_positive).",
             labels=["reason"],
         )
         for reason, count in sorted(speeds.rejected.items()):

@@ -40,6 +40,9 @@ ClassKey = tuple[str, str, str]
 """("class", "", name) for a labelled workload class; ("job", namespace, job) otherwise."""
 
 REJECT_OUTLIER = "outlier"
+REJECT_UNLABELLED = "unlabelled"
+REJECT_NOT_A_NUMBER = "not_a_number"
+REJECT_NOT_POSITIVE = "not_positive"
 
 
 def class_key(namespace: str, job: str, workload_class: str | None) -> ClassKey:
@@ -105,8 +108,12 @@ class SpeedEstimator:
         self,
         step_seconds: Mapping[tuple[str, str], Mapping[str, float]],
         class_of: Callable[[tuple[str, str]], ClassKey],
+        skipped: Mapping[str, int] | None = None,
     ) -> set[ClassKey]:
-        """One refresh: {(namespace, job): {family: mean step seconds}}; returns the classes that changed."""
+        """One refresh: {(namespace, job): {family: mean step seconds}}, and the samples its parser skipped by
+        reason (counted in ``rejected``); returns the classes that changed."""
+        for reason, count in (skipped or {}).items():
+            self._reject(reason, count)
         changed: set[ClassKey] = set()
         for job, families in step_seconds.items():
             key = class_of(job)
@@ -114,6 +121,7 @@ class SpeedEstimator:
                 self.stats.move_to_end(key)
             for family, seconds in families.items():
                 if not (math.isfinite(seconds) and seconds > 0):
+                    self._reject(REJECT_NOT_A_NUMBER if not math.isfinite(seconds) else REJECT_NOT_POSITIVE)
                     continue
                 stats = self.stats.setdefault(key, {}).setdefault(family, FamilyStats())
                 if self._outlier(stats, job, seconds):
@@ -135,8 +143,8 @@ class SpeedEstimator:
         typical = FamilyStats(OrderedDict(others)).mean_seconds(self.max_rounds)
         return not typical / self.outlier_factor <= seconds <= typical * self.outlier_factor
 
-    def _reject(self, reason: str) -> None:
-        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+    def _reject(self, reason: str, count: int = 1) -> None:
+        self.rejected[reason] = self.rejected.get(reason, 0) + count
 
     def throughput(self, key: ClassKey) -> JobThroughput | None:
         """The class's relative throughput per family with sources; None before any measurement."""

@@ -166,9 +166,12 @@ class ClusterState:
         """The learning key of a job: its pods' workload class, else the job itself."""
         return class_key(job[0], job[1], self._class_of.get(job))
 
-    def set_step_seconds(self, table: Mapping[JobKey, Mapping[str, float]]) -> None:
-        """One refresh of jobs' mean step seconds per family: learned into their classes' figures."""
-        changed = self.speeds.observe(table, self.class_of)
+    def set_step_seconds(
+        self, table: Mapping[JobKey, Mapping[str, float]], skipped: Mapping[str, int] | None = None
+    ) -> None:
+        """One refresh of jobs' mean step seconds per family (and the samples its parser skipped, by reason):
+        learned into their classes' figures."""
+        changed = self.speeds.observe(table, self.class_of, skipped)
         for key in changed:
             estimates = self.speeds.throughput(key)
             if estimates is not None:

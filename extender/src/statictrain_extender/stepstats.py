@@ -19,9 +19,10 @@ from statictrain import metrics, promql
 from statictrain.redact import redact, safe_url
 
 from .gpus import gpu_family
+from .speeds import REJECT_NOT_A_NUMBER, REJECT_NOT_POSITIVE, REJECT_UNLABELLED
 from .state import ClusterState, JobKey
 
-__all__ = ["parse_step_seconds", "refresh_forever", "refresh_once", "step_seconds_query"]
+__all__ = ["parse_step_samples", "parse_step_seconds", "refresh_forever", "refresh_once", "step_seconds_query"]
 
 log = logging.getLogger(__name__)
 
@@ -45,22 +46,41 @@ def step_seconds_query(window_seconds: float) -> str:
     )
 
 
-def parse_step_seconds(result: Sequence[Mapping[str, Any]]) -> dict[JobKey, dict[str, float]]:
-    """Turn an instant-vector result into {(namespace, job): {gpu family: seconds}}; skips bad samples."""
+def parse_step_samples(
+    result: Sequence[Mapping[str, Any]],
+) -> tuple[dict[JobKey, dict[str, float]], dict[str, int]]:
+    """An instant-vector result as {(namespace, job): {gpu family: seconds}}, and the samples skipped by reason:
+    ``unlabelled`` (no job, namespace or GPU model: a pod without a GPU has none), ``not_a_number`` (not a
+    finite number), ``not_positive`` (zero or negative seconds) (pure)."""
     table: dict[JobKey, dict[str, float]] = {}
+    skipped: dict[str, int] = {}
     for sample in result:
-        labels = sample.get("metric") or {}
-        value = sample.get("value")
+        labels = sample.get("metric") if isinstance(sample, Mapping) else None
+        labels = labels if isinstance(labels, Mapping) else {}
+        value = sample.get("value") if isinstance(sample, Mapping) else None
         job, namespace, model = labels.get("job_name"), labels.get("namespace"), labels.get("gpu_model")
-        if not (job and namespace and model) or not isinstance(value, list) or len(value) != 2:
-            continue
-        try:
-            seconds = float(value[1])
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(seconds) and seconds > 0:
-            table.setdefault((namespace, job), {})[gpu_family(model)] = seconds
-    return table
+        reason = None
+        if not (job and namespace and model):
+            reason = REJECT_UNLABELLED
+        else:
+            try:
+                seconds = float(value[1]) if isinstance(value, list) and len(value) == 2 else math.nan
+            except (TypeError, ValueError):
+                seconds = math.nan
+            if not math.isfinite(seconds):
+                reason = REJECT_NOT_A_NUMBER
+            elif seconds <= 0:
+                reason = REJECT_NOT_POSITIVE
+            else:
+                table.setdefault((namespace, job), {})[gpu_family(model)] = seconds
+        if reason is not None:
+            skipped[reason] = skipped.get(reason, 0) + 1
+    return table, skipped
+
+
+def parse_step_seconds(result: Sequence[Mapping[str, Any]]) -> dict[JobKey, dict[str, float]]:
+    """parse_step_samples's table alone (pure)."""
+    return parse_step_samples(result)[0]
 
 
 async def refresh_once(
@@ -73,7 +93,8 @@ async def refresh_once(
             body = orjson.loads(await resp.read())
         if resp.status != 200 or body.get("status") != "success":
             raise ValueError(f"HTTP {resp.status}: {body.get('error', body)!r}"[:300])
-        state.set_step_seconds(parse_step_seconds(body["data"]["result"]))
+        table, skipped = parse_step_samples(body["data"]["result"])
+        state.set_step_seconds(table, skipped)
     except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, orjson.JSONDecodeError) as err:
         log.warning(
             "step-time refresh from %s failed, keeping the last table: %s", safe_url(prometheus_url), redact(str(err))

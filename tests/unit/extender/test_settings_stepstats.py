@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 from statictrain_extender.settings import ENV, ExtenderSettings, SettingsError
-from statictrain_extender.stepstats import parse_step_seconds, step_seconds_query
+from statictrain_extender.stepstats import parse_step_samples, parse_step_seconds, step_seconds_query
 
 
 def test_settings_defaults() -> None:
@@ -75,3 +75,12 @@ def test_parse_step_seconds() -> None:
         {"metric": {"namespace": "t", "job_name": "k", "gpu_model": "L4"}},
     ]
     assert parse_step_seconds(result) == {("t", "j"): {"H100": 0.25, "A100": 0.5, "H200": 0.125}}  # NVML names too
+    garbage: list[Any] = [
+        *result,
+        "not a sample",
+        {"metric": ["x"], "value": 3},
+        {"metric": {**result[0]["metric"]}, "value": [1, "-2"]},
+    ]
+    table, skipped = parse_step_samples(garbage)
+    assert table == parse_step_seconds(result)
+    assert skipped == {"not_a_number": 3, "unlabelled": 3, "not_positive": 1}
