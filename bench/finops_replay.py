@@ -621,6 +621,7 @@ def main() -> None:
         help="no replay: summarize the segments an interrupted run left in OUT.partial-{cv,eval}.json",
     )
     args = ap.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)  # the partial results go beside it while the replay runs
     if not args.trace and not (args.nodes and args.pods):
         ap.error("give --trace FOLDER, or both --nodes and --pods")
     if not 0 < args.speedup <= 100:
@@ -747,7 +748,6 @@ def main() -> None:
         },
         "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(), "load_avg": os.getloadavg()},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(json.dumps({k: result[k] for k in list(result)[:10]}, indent=1, default=str))
 
