@@ -410,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
         "and latencies are not comparable) and writes <folder>/<namespace>.json once every worker Job exists",
     )
     args = p.parse_args(argv)
+    if args.tracemalloc is not None and (str(args.baseline_sizes).strip(",") or str(args.together_sizes).strip(",")):
+        p.error("--tracemalloc cannot run with --baseline-sizes or --together-sizes: the baseline (main's operator) "
+                "has no SIGUSR2 handler, so asking it for a snapshot would kill it")  # fmt: skip
     if args.tracemalloc is not None:
         TRACE["dir"] = args.tracemalloc
         args.tracemalloc.mkdir(parents=True, exist_ok=True)
