@@ -51,6 +51,9 @@ from statictrain_localcluster.waiting import crds_established
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULT = REPO / "bench" / "results" / "operator_scale.json"
+SETTLE_S = 15.0
+"""Seconds after the last worker pod before the settled memory reading (past kopf's 5 s idle timeout of
+per-object workers)."""
 TOLERATIONS = [
     {"key": "kwok.x-k8s.io/node", "operator": "Equal", "value": "fake", "effect": "NoSchedule"},
     {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -171,8 +174,8 @@ TRACED: set[str] = set()
 """Namespaces whose operator traces its allocations (not the floor controller's)."""
 
 
-def snapshot_allocations(op: subprocess.Popen[bytes], ns: str) -> None:
-    """Ask a traced operator for its snapshot (SIGUSR2) and wait until it is written."""
+def snapshot_allocations(op: subprocess.Popen[bytes], ns: str, moment: str) -> None:
+    """Ask a traced operator for its snapshot (SIGUSR2), wait until it is written, keep it as <ns>.<moment>.json."""
     if "dir" not in TRACE or ns not in TRACED:
         return
     path = TRACE["dir"] / f"{ns}.json"
@@ -183,6 +186,7 @@ def snapshot_allocations(op: subprocess.Popen[bytes], ns: str) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"no tracemalloc snapshot in {path}")
         time.sleep(0.5)
+    shutil.copyfile(path, path.with_suffix(f".{moment}.json"))
 
 
 def start_operator(cluster: Any, ns: str, parts: str, port: int, pythonpath: str | None) -> subprocess.Popen[bytes]:
@@ -316,11 +320,15 @@ def run_sides(
                 "operator_cpu_s": round(cpu_seconds(ops[side].pid) - cpu0[side], 2),
                 "memory": memory_mb(ops[side].pid),
             }
-            snapshot_allocations(ops[side], namespaces[side])
+            snapshot_allocations(ops[side], namespaces[side], "busy")  # every worker Job exists
         for side in order:  # then the Job controller's
             want = sum(1 for s, _ in names if s == side)
             while len(pods_w[side].seen) < want and time.monotonic() < deadline:
                 time.sleep(0.1)
+        time.sleep(SETTLE_S)  # then the operator at rest: its idle per-object workers have exited
+        settled = {side: memory_mb(ops[side].pid) for side in order}
+        for side in order:
+            snapshot_allocations(ops[side], namespaces[side], "rest")  # what stays
         for side in order:
             mine = [n for s, n in names if s == side]
             pods = pods_w[side].seen
@@ -343,6 +351,7 @@ def run_sides(
                 "operator_cpu_s": out[side]["operator_cpu_s"],
                 "operator_rss_mb": mem.get("VmRSS"),
                 "operator_peak_rss_mb": mem.get("VmHWM"),
+                "operator_rss_settled_mb": settled[side].get("VmRSS"),
                 "load_average_1m_at_end": round(os.getloadavg()[0], 2),
             }
         for w in watchers:
@@ -499,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
                     "operator_cpu_s": "CPU seconds of the operator process, first create -> every worker Job exists",
                     "operator_rss_mb": "resident memory of the operator when every worker Job exists (VmRSS, MiB)",
                     "operator_peak_rss_mb": "peak resident memory of the operator (VmHWM, MiB)",
+                    "operator_rss_settled_mb": f"resident memory of the operator {SETTLE_S:.0f} s after every worker "
+                    "pod was seen (VmRSS, MiB)",
                     "all_workers_s": "first create request -> last worker pod seen by a watch "
                     "(operator + Job controller); null when not every pod appeared within --timeout "
                     "(worker_pods_seen says how many did)",

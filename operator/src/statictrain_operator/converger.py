@@ -1,7 +1,8 @@
 """The one place that acts on the difference between desired and observed children.
 
-Level-based: every event about a job, its worker Job or its Service (and a
-periodic resync) calls ``converge(key)``, which reads the latest state from
+Level-based: every event about a job, its worker Job or its Service asks for
+``converge(key)`` (``request``: the watch handler does not wait; a periodic resync
+calls it too), which reads the latest state from
 kopf's in-memory indexes (no API reads), asks ``reconcile.plan`` what to write,
 writes it through the kube layer, and patches status when it changed. Running
 it twice, or after a crash at any point, does the right thing: creating what
@@ -27,12 +28,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, cast
 
 from statictrain import api, labels
 
-from . import backoff, children, preflight, queueing, reconcile, status, writer
+from . import backoff, children, preflight, queueing, reconcile, status, views, writer
 from .kube import events, port
 from .runtime import Runtime
 
@@ -74,6 +75,8 @@ class Converger:
         self.locks: dict[Key, asyncio.Lock] = {}
         self.recent: dict[Key, dict[str, Mapping[str, Any]]] = {}
         self.scheduled: set[Key] = set()
+        self.pending: set[Key] = set()
+        """Jobs with a requested run that has not taken the job's lock yet (request)."""
         self.warned: set[Key] = set()
         """Jobs whose Kueue label was ignored (Kueue absent) and the warning event sent."""
         self.desired: dict[Key, tuple[Any, tuple[dict[str, Any], dict[str, Any]]]] = {}
@@ -88,6 +91,7 @@ class Converger:
         lock = self.locks.setdefault(key, asyncio.Lock())
         delay = None
         async with lock:
+            self.pending.discard(key)  # an event from now on asks for one more run, after this one
             try:
                 wait = await self._converge(key)
                 self.backoff.succeeded(key)
@@ -105,6 +109,21 @@ class Converger:
             if gone is not None:
                 self.status.last.pop(gone[0][0], None)
 
+    def request(self, key: Key) -> None:
+        """Converge `key` soon, without waiting for it: watch handlers return at once, so kopf's per-object
+        worker drops the event's body instead of holding it (and queueing the object's next events) while
+        the job converges. One run waits per job however many events come before it takes the lock; it
+        reads the indexes then, so no event is lost."""
+        if key in self.pending:
+            return
+        self.pending.add(key)
+        self._spawn(self.converge(key))
+
+    def _spawn(self, run: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(run)
+        self.rt.tasks.add(task)
+        task.add_done_callback(self.rt.tasks.discard)
+
     def later(self, key: Key, delay: float | None = None) -> None:
         """Converge `key` again after `delay` (default settings.requeue_s), once however often asked."""
         if key in self.scheduled:
@@ -116,8 +135,7 @@ class Converger:
             self.scheduled.discard(key)
             await self.converge(key)
 
-        self.rt.tasks.append(asyncio.get_running_loop().create_task(again()))
-        self.rt.tasks[:] = [t for t in self.rt.tasks if not t.done()]
+        self._spawn(again())
 
     def _desired(
         self, key: Key, view: Mapping[str, Any], queued: bool, *, whole: bool
@@ -279,7 +297,7 @@ class Converger:
         """Create one child; False when one of that name exists (the index is behind, or a leftover)."""
         if await self.rt.kube.create(port.by_kind(obj["kind"]), obj) is None:
             return False
-        self.recent.setdefault(key, {})[obj["kind"]] = obj
+        self.recent.setdefault(key, {})[obj["kind"]] = views.snapshot(obj, views.SPEC_READ.get(obj["kind"]))
         meta = obj["metadata"]
         self.logger.info(f"{meta['namespace']}/{key[1]}: created {obj['kind']} {meta['name']}")
         return True

@@ -23,7 +23,7 @@ from typing import Any
 import kopf
 from statictrain import labels
 
-from . import children, converger, loops, runtime
+from . import children, converger, loops, runtime, views
 from .kube import endpoint, heartbeat
 
 __all__ = [
@@ -60,36 +60,10 @@ def login(memo: Any, **kwargs: Any) -> kopf.ConnectionInfo | None:
     return kopf.ConnectionInfo(**ep.kopf_fields())  # type: ignore[arg-type]
 
 
-JOB_SPEC_READ = ("suspend", "parallelism", "completions")
-"""All of a worker Job's spec that planning and status read (reconcile.plan, status.compute): its index
-keeps these, not the pod template, which is most of a Job's size and would stay alive for every job."""
-
-
-def _snapshot(body: kopf.Body, spec_keys: tuple[str, ...] | None = None) -> dict[str, Any]:
-    """What the converger reads of an object; the whole spec unless ``spec_keys`` names the keys to keep."""
-    meta = body.metadata
-    spec = body.spec if spec_keys is None else {k: body.spec[k] for k in spec_keys if k in body.spec}
-    return {
-        "metadata": {
-            "name": meta.name,
-            "namespace": meta.namespace,
-            "uid": meta.uid,
-            "labels": dict(meta.labels),
-            "annotations": dict(meta.annotations),
-            "generation": meta.get("generation", 0),
-            "deletionTimestamp": meta.get("deletionTimestamp"),
-            "ownerReferences": list(meta.get("ownerReferences") or []),
-        },
-        "uid": meta.uid,
-        "spec": dict(spec),
-        "status": dict(body.status),
-    }
-
-
 @kopf.index(*STJ)
 async def trainingjobs_index(namespace: str | None, name: str, body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Every job (metadata, spec, status), keyed by (namespace, name)."""
-    return {(namespace, name): _snapshot(body)}
+    return {(namespace, name): views.snapshot(body)}
 
 
 def _owner_key(body: kopf.Body) -> tuple[str, str] | None:
@@ -99,9 +73,10 @@ def _owner_key(body: kopf.Body) -> tuple[str, str] | None:
 
 @kopf.index(*JOBS, labels=MANAGED)
 async def worker_jobs_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
-    """Worker Jobs (metadata, the spec fields of JOB_SPEC_READ, status), keyed by their owner's (namespace, name)."""
+    """Worker Jobs (metadata, the spec fields of views.JOB_SPEC_READ, status), keyed by their owner's
+    (namespace, name)."""
     key = _owner_key(body)
-    return {key: _snapshot(body, JOB_SPEC_READ)} if key else {}
+    return {key: views.snapshot(body, views.JOB_SPEC_READ)} if key else {}
 
 
 @kopf.index(*SERVICES, labels=MANAGED)
@@ -109,14 +84,14 @@ async def worker_services_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Worker Services (metadata and status; planning reads no part of their spec), keyed by their owner's
     (namespace, name)."""
     key = _owner_key(body)
-    return {key: _snapshot(body, ())} if key else {}
+    return {key: views.snapshot(body, views.SPEC_READ["Service"])} if key else {}
 
 
 @kopf.index(*PODS, labels=PREFLIGHT)
 async def preflight_pods_index(body: kopf.Body, **_: Any) -> dict[Any, Any]:
     """Pre-flight pods (metadata, spec, status), keyed by their owner's (namespace, name)."""
     key = _owner_key(body)
-    return {key: _snapshot(body)} if key else {}
+    return {key: views.snapshot(body)} if key else {}
 
 
 def _first(index: kopf.Index[Any, Any]) -> converger.Lookup:
@@ -130,28 +105,28 @@ def _first(index: kopf.Index[Any, Any]) -> converger.Lookup:
 @kopf.on.event(*STJ)
 async def trainingjob_event(name: str, namespace: str | None, memo: Any, **_: Any) -> None:
     if namespace:
-        await runtime.of(memo).converger.converge((namespace, name))
+        runtime.of(memo).converger.request((namespace, name))
 
 
 @kopf.on.event(*JOBS, labels=MANAGED)
 async def worker_job_event(body: kopf.Body, memo: Any, **_: Any) -> None:
     key = _owner_key(body)
     if key:
-        await runtime.of(memo).converger.converge(key)
+        runtime.of(memo).converger.request(key)
 
 
 @kopf.on.event(*SERVICES, labels=MANAGED)
 async def worker_service_event(body: kopf.Body, memo: Any, **_: Any) -> None:
     key = _owner_key(body)
     if key:
-        await runtime.of(memo).converger.converge(key)
+        runtime.of(memo).converger.request(key)
 
 
 @kopf.on.event(*PODS, labels=PREFLIGHT)
 async def preflight_pod_event(body: kopf.Body, memo: Any, **_: Any) -> None:
     key = _owner_key(body)
     if key:
-        await runtime.of(memo).converger.converge(key)
+        runtime.of(memo).converger.request(key)
 
 
 # ----------------------------------------------------------------------------- liveness
@@ -183,22 +158,22 @@ async def start_loops(memo: Any, logger: kopf.Logger, **kwargs: Any) -> None:
         ),
         logging.getLogger("statictrain.operator"),
     )
-    rt.tasks.append(asyncio.create_task(loops.resync_loop(rt, index)))
-    rt.tasks.append(asyncio.create_task(loops.ttl_loop(rt, index, logger)))
+    rt.tasks.add(asyncio.create_task(loops.resync_loop(rt, index)))
+    rt.tasks.add(asyncio.create_task(loops.ttl_loop(rt, index, logger)))
     if rt.leader is not None and rt.leadership_lost is not None:
-        rt.tasks.append(asyncio.create_task(rt.leader.keep(rt.leadership_lost)))
+        rt.tasks.add(asyncio.create_task(rt.leader.keep(rt.leadership_lost)))
     if rt.settings.heartbeat_namespace:
         await loops.beat(rt)  # exists before the Lease watch starts
-        rt.tasks.append(asyncio.create_task(loops.heartbeat_loop(rt, logger)))
+        rt.tasks.add(asyncio.create_task(loops.heartbeat_loop(rt, logger)))
         logger.info(f"heartbeat Lease {rt.settings.heartbeat_namespace}/{runtime.HEARTBEAT_LEASE}")
     if rt.settings.extender_health_url:
-        rt.tasks.append(asyncio.create_task(loops.extender_probe_loop(rt)))
+        rt.tasks.add(asyncio.create_task(loops.extender_probe_loop(rt)))
 
 
 @kopf.on.cleanup()
 async def stop_loops(memo: Any, **_: Any) -> None:
     rt = runtime.of(memo)
-    for task in rt.tasks:
+    for task in list(rt.tasks):
         task.cancel()
     await asyncio.gather(*rt.tasks, return_exceptions=True)
     rt.tasks.clear()

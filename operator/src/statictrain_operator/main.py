@@ -19,7 +19,7 @@ except ModuleNotFoundError as missing:  # the library modules install without it
 import prometheus_client
 from statictrain import labels, redact
 
-from . import backoff, children, essence, leader, memtrace, runtime, settings
+from . import backoff, children, essence, leader, memtrace, runtime, settings, watchtrim
 from .anomaly.settings import AnomalySettings
 from .cost.settings import CostSettings
 from .kube import endpoint, heartbeat
@@ -153,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parts=parts,
     )
     load_parts(parts)
+    watchtrim.install()  # watched objects without managedFields (memory)
     # An asyncio flag: kopf waits on a threading.Event in an executor thread that no one can cancel,
     # so on SIGTERM asyncio.run would wait for that thread for ever and the operator never exit.
     lost = asyncio.Event()  # set on kopf's loop (leader.keep); bound to that loop on first use

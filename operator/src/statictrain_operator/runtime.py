@@ -59,7 +59,7 @@ class Runtime:
     """When renewing the heartbeat began to fail (the API server unreachable or refusing); None while it works."""
     renewals_resumed: datetime | None = None
     """When renewing worked again after failures (the watch gets as long to catch up as after a start)."""
-    tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    tasks: set[asyncio.Task[None]] = field(default_factory=set)
     """Background loops started at startup, cancelled at cleanup."""
     converger: Any = None
     """The converger.Converger, built at startup once kopf's indexes exist."""

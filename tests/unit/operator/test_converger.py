@@ -210,3 +210,60 @@ def test_a_child_deleted_after_the_job_settled_is_made_again_whole(api: FakeKube
     again = api.objects[(port.SERVICES.path(), KEY[0], name)]
     assert api.writes.count("create Service") == 2
     assert again["spec"] == first["spec"] and again["metadata"]["labels"] == first["metadata"]["labels"]
+
+
+def test_what_the_converger_keeps_of_a_child_it_created_is_no_pod_template(api: FakeKube) -> None:
+    """Until the watch brings them, created children are remembered as the index would hold them (memory)."""
+    c = make(api, {KEY: view(api)})
+    asyncio.run(c.converge(KEY))
+    kept = c.recent[KEY]
+    assert {"Job", "Service"} <= set(kept)
+    assert "template" not in kept["Job"]["spec"] and kept["Job"]["spec"]["parallelism"] == b.owner().spec["replicas"]
+    assert kept["Service"]["spec"] == {}
+
+
+def _counting(c: converger.Converger, during_first: int = 0) -> list[converger.Key]:
+    """Count the converger's runs; the first run asks ``during_first`` more times while it runs."""
+    runs: list[converger.Key] = []
+    run = c._converge
+
+    async def counted(key: converger.Key) -> str | None:
+        runs.append(key)
+        if len(runs) == 1:
+            for _ in range(during_first):
+                c.request(key)
+        return await run(key)
+
+    c._converge = counted  # type: ignore[method-assign]
+    return runs
+
+
+async def _settle(c: converger.Converger) -> None:
+    while c.rt.tasks:
+        await asyncio.gather(*list(c.rt.tasks))
+
+
+def test_requests_before_a_run_takes_the_lock_make_one_run(api: FakeKube) -> None:
+    c = make(api, {KEY: view(api)})
+    runs = _counting(c)
+
+    async def events() -> None:
+        for _ in range(5):
+            c.request(KEY)
+        await _settle(c)
+
+    asyncio.run(events())
+    assert runs == [KEY]
+
+
+def test_requests_during_a_run_make_one_more_run_after_it(api: FakeKube) -> None:
+    c = make(api, {KEY: view(api)})
+    runs = _counting(c, during_first=3)
+
+    async def events() -> None:
+        c.request(KEY)
+        await _settle(c)
+
+    asyncio.run(events())
+    assert runs == [KEY, KEY]
+    assert not c.pending

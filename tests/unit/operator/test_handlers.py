@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import kopf
 import pytest
-from statictrain_operator import children, converger, handlers, reconcile, runtime, status
+from statictrain_operator import children, converger, reconcile, runtime, status, views
 from statictrain_operator.settings import Settings
 
 from . import builders as b
@@ -97,7 +97,7 @@ def test_index_snapshots_keep_what_planning_reads() -> None:
         "spec": {"parallelism": 2},
         "status": {"ready": 1},
     }
-    snap = handlers._snapshot(kopf.Body(cast(kopf.RawBody, raw)))
+    snap = views.snapshot(kopf.Body(cast(kopf.RawBody, raw)))
     assert snap["metadata"]["annotations"] == {"statictrain.io/template-hash": "abc"}
     assert snap["metadata"]["ownerReferences"] == [{"uid": "o"}]
     assert (snap["spec"], snap["status"], snap["uid"]) == ({"parallelism": 2}, {"ready": 1}, "u")
@@ -107,7 +107,7 @@ def test_a_worker_jobs_snapshot_keeps_what_planning_reads_of_its_spec_and_no_tem
     """Planning and status on the trimmed snapshot decide as on the whole Job; the pod template is not kept."""
     o, settings = b.owner(), Settings()
     job = b.observed(children.worker_job(o, settings), status=b.job_status(active=1, ready=1), suspend=True)
-    snap = handlers._snapshot(kopf.Body(cast(kopf.RawBody, job)), handlers.JOB_SPEC_READ)
+    snap = views.snapshot(kopf.Body(cast(kopf.RawBody, job)), views.JOB_SPEC_READ)
     assert "template" not in snap["spec"] and snap["spec"]["suspend"] is True
     service = b.observed(children.service(o))
     assert reconcile.plan(o, settings, service, snap) == reconcile.plan(o, settings, service, job)
