@@ -46,7 +46,7 @@ def strip(obj: object, spec_kept: tuple[str, ...] | None = None) -> None:
 
 def _kept(kwargs: dict[str, Any]) -> tuple[str, ...] | None:
     resource = kwargs.get("resource")
-    return SPEC_KEPT.get((getattr(resource, "group", None), getattr(resource, "plural", None)))  # type: ignore[arg-type]
+    return SPEC_KEPT.get((str(getattr(resource, "group", "")), str(getattr(resource, "plural", ""))))
 
 
 def _listing(fetch: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
@@ -80,11 +80,11 @@ def install() -> bool:
     except ImportError as e:
         log.warning("managedFields are kept in memory: kopf's watch modules are not where expected (%s)", e)
         return False
-    found = [(m, n) for m, n in ((fetching, "fetch_objs"), (watching, "watch_objs")) if callable(getattr(m, n, None))]
-    if len(found) != 2:
+    wraps = ((fetching, "fetch_objs", _listing), (watching, "watch_objs", _stream))
+    if not all(callable(getattr(module, name, None)) for module, name, _ in wraps):
         log.warning("managedFields are kept in memory: this kopf lacks fetching.fetch_objs or watching.watch_objs")
         return False
-    for module, name, wrap in ((fetching, "fetch_objs", _listing), (watching, "watch_objs", _stream)):
+    for module, name, wrap in wraps:
         current = getattr(module, name)
         if not getattr(current, _MARK, False):
             setattr(module, name, wrap(current))
