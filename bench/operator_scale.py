@@ -7,7 +7,9 @@ Measures, for each size (a fresh operator and namespace per size, one after the 
   is visible through a watch (the operator's event -> handler -> API write),
   p50 and p99;
 - the operator's CPU seconds over that time and its resident memory at the end
-  (VmRSS) and at its peak (VmHWM).
+  (VmRSS) and at its peak (VmHWM), and again at rest, SETTLE_S after the last
+  worker pod (with --tracemalloc: a snapshot at both moments, <ns>.busy.json and
+  <ns>.rest.json).
 
 The operator runs as a real subprocess (statictrain-operator --kubeconfig ...)
 watching one fresh namespace. Writes bench/results/operator_scale.json: the
